@@ -1,0 +1,50 @@
+"""Time, injected.
+
+How it works: every component that needs the time takes a ``Clock``. Production code uses
+``SystemClock``; tests use ``ManualClock`` and advance it by hand, so the Sender and the
+accumulator can be stepped deterministically. Internal deadlines use ``monotonic_ms`` (float
+milliseconds); record timestamps use ``wall_ms`` (int milliseconds since the epoch).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def monotonic_ms(self) -> float: ...
+
+    def wall_ms(self) -> int: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    __slots__ = ()
+
+    def monotonic_ms(self) -> float:
+        return time.monotonic() * 1000.0
+
+    def wall_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock that moves only when told to (for tests)."""
+
+    def __init__(self, start_ms: float = 1_000_000.0, wall_start_ms: int = 1_700_000_000_000) -> None:
+        self._mono = start_ms
+        self._wall_offset = wall_start_ms - int(start_ms)
+
+    def monotonic_ms(self) -> float:
+        return self._mono
+
+    def wall_ms(self) -> int:
+        return int(self._mono) + self._wall_offset
+
+    def advance(self, ms: float) -> None:
+        self._mono += ms
+
+
+SYSTEM_CLOCK = SystemClock()
