@@ -1,1 +1,32 @@
+"""The PySpark sink: write DataFrames to Kafka through the sparkafka producer.
 
+How it works: ``register(spark)`` registers ``SparkafkaDataSource`` under the format name
+``sparkafka``; after that ``df.write.format("sparkafka")...save()`` and
+``df.writeStream.format("sparkafka")...start()`` send each row as one Kafka record, with the same
+DataFrame contract and ``kafka.*`` options as Spark's own Kafka sink. Rows reach the executors'
+Python workers as Arrow record batches and are sent by ``sparkafka.arrow_send``; each worker process
+keeps one producer per config (``producer_cache``). Every task flushes and fails if any of its
+records failed, so Spark retries it.
+
+Delivery guarantee: at-least-once. A retried task (or a re-run streaming micro-batch after a
+failure) sends its whole partition again, so records that a failed attempt had already delivered
+appear twice; nothing acknowledged is lost. Use keys and idempotent consumers, or de-duplicate
+downstream, where duplicates matter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary, read_summaries
+from sparkafka.spark.datasource import SparkafkaDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkafkaCommitMessage", "SparkafkaDataSource", "WriteSummary", "read_summaries", "register"]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``sparkafka`` format with a Spark session."""
+    spark.dataSource.register(SparkafkaDataSource)

@@ -1,0 +1,336 @@
+"""``sparkafka pipeline``: a PySpark job that publishes a dataset to Kafka through the sparkafka sink.
+
+How it works: the rows come from ``--input`` (Parquet, CSV or JSON) or, without it, from the
+built-in order-event generator (``--rows``, generated inside Spark). ``shape_records`` makes each
+row a record: key = ``--key-column`` (default ``order_id``, else the first column), value = JSON of
+the row (or ``--value-format raw|avro``), headers = source, schema and content type. The topic is
+created if missing (``--partitions``) with ``sparkafka.net.admin``; its end offsets are read
+(ListOffsets) before and after. Without ``--bootstrap-servers`` an embedded Tansu broker is
+started for the run and stopped at the end. While the write runs, a thread polls the broker's end
+offsets each second and prints records/s; at the end a summary gives rows read, records
+acknowledged, bytes, throughput, per-partition counts and the end offsets before and after.
+``run_pipeline`` is the same job for programs (the benchmark uses it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+from sparkafka.errors import ConfigError, InvalidRecordInputError, KafkaError
+
+DEFAULT_MASTER = "local[2,4]"
+"""Two threads, and up to 4 attempts per task (plain ``local[2]`` never retries a failed task)."""
+DEFAULT_ROWS = 100_000
+DEFAULT_TOPIC = "orders"
+DEFAULT_PARTITIONS = 6
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="publish a dataset (or generated order events) to Kafka with PySpark",
+        description="Read a dataset (or generate order events) in Spark and publish every row as a Kafka "
+                    "record through the sparkafka sink. Without --bootstrap-servers an embedded Tansu "
+                    "broker runs for the duration of the job.",
+    )
+    src = parser.add_argument_group("input")
+    src.add_argument("--input", metavar="PATH", help="Parquet, CSV (with header) or JSON-lines dataset; "
+                                                      "default: generated order events")
+    src.add_argument("--format", choices=("parquet", "csv", "json"), help="input format (default: from "
+                                                                          "the extension)")
+    src.add_argument("--rows", type=int, default=DEFAULT_ROWS,
+                     help=f"generated rows when there is no --input (default {DEFAULT_ROWS})")
+    src.add_argument("--input-partitions", type=int, default=None, metavar="N",
+                     help="Spark partitions (tasks) to write from (default: Spark's parallelism)")
+    rec = parser.add_argument_group("records")
+    rec.add_argument("--key-column", help="column used as the record key (default: order_id, else the first)")
+    rec.add_argument("--value-format", choices=("json", "raw", "avro"), default="json",
+                     help="json: the whole row as JSON (default); raw: one column as is (--value-column); "
+                          "avro: the row as Avro binary")
+    rec.add_argument("--value-column", help="the column sent with --value-format raw (default: value)")
+    out = parser.add_argument_group("Kafka")
+    out.add_argument("--topic", default=DEFAULT_TOPIC, help=f"topic (default {DEFAULT_TOPIC!r}), created if "
+                                                            "missing")
+    out.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                     help=f"partitions of a created topic (default {DEFAULT_PARTITIONS})")
+    out.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
+                     help="Kafka brokers; default: start an embedded Tansu broker for the run")
+    out.add_argument("-X", "--producer-config", action="append", default=[], metavar="KEY=VALUE",
+                     help="a producer setting, Java name (e.g. -X linger.ms=20); repeatable")
+    run_group = parser.add_argument_group("run")
+    run_group.add_argument("--master", default=DEFAULT_MASTER,
+                           help=f"Spark master (default {DEFAULT_MASTER})")
+    run_group.add_argument("--no-progress", action="store_true", help="do not print progress while running")
+    run_group.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON to PATH")
+
+
+@dataclass
+class PipelineResult:
+    """What one run did."""
+
+    topic: str
+    bootstrap_servers: str
+    embedded_broker: bool
+    rows: int
+    acknowledged: int
+    bytes: int
+    seconds: float
+    value_format: str
+    avro_encoder: str | None = None
+    avro_schema: str | None = None
+    """The Avro writer schema (JSON) when the built-in encoder wrote the values."""
+    partition_counts: dict[int, int] = field(default_factory=dict)
+    """Records acknowledged per partition (from the tasks' commit messages)."""
+    offsets_before: dict[int, int] = field(default_factory=dict)
+    offsets_after: dict[int, int] = field(default_factory=dict)
+    retried_tasks: int = 0
+
+    @property
+    def records_per_second(self) -> float:
+        return self.acknowledged / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["records_per_second"] = round(self.records_per_second, 1)
+        return data
+
+
+def _parse_producer_config(pairs: Sequence[str]) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"-X expects KEY=VALUE, got {pair!r}", "producer-config")
+        name = name.strip()
+        if name.startswith("kafka."):
+            name = name[len("kafka."):]
+        config[name] = value
+    return config
+
+
+class ProgressPrinter:
+    """Polls the topic's end offsets every ``interval`` s and prints records/s (own admin client)."""
+
+    def __init__(self, bootstrap: str, topic: str, before: Mapping[int, int], out: TextIO = sys.stderr,
+                 interval: float = 1.0) -> None:
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._before = dict(before)
+        self._out = out
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sparkafka-pipeline-progress", daemon=True)
+        self.last_count = 0
+        self._printed = False
+
+    def __enter__(self) -> ProgressPrinter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+        if self._printed and self._out.isatty():
+            print(file=self._out, flush=True)
+
+    def _run(self) -> None:
+        from sparkafka.net.admin import AdminClient
+
+        started = last_t = time.monotonic()
+        last = 0
+        tty = self._out.isatty()
+        with AdminClient(self._bootstrap) as admin:
+            while not self._stop.wait(self._interval):
+                try:
+                    offsets = admin.list_offsets(self._topic, timeout_ms=max(500.0, self._interval * 1000))
+                except (KafkaError, OSError):
+                    continue
+                now = time.monotonic()
+                count = sum(end - self._before.get(p, 0) for p, end in offsets.items())
+                rate = (count - last) / (now - last_t) if now > last_t else 0.0
+                line = (f"  {count:>12,} records in Kafka  {rate:>10,.0f} records/s now  "
+                        f"{count / (now - started):>10,.0f} records/s overall")
+                print(("\r" + line) if tty else line, end="" if tty else "\n", file=self._out, flush=True)
+                self._printed = True
+                self.last_count, last, last_t = count, count, now
+
+
+@contextlib.contextmanager
+def _spark_session(master: str, quiet_console: bool) -> Iterator[Any]:
+    """The active Spark session, or a new one (stopped at the end) configured for this job."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder: Any = SparkSession.builder
+    spark = (builder.master(master).appName("sparkafka-pipeline")
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false" if quiet_console else "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def run_pipeline(
+    spark: Any,
+    bootstrap: str,
+    *,
+    input_path: str | None = None,
+    input_format: str | None = None,
+    rows: int = DEFAULT_ROWS,
+    input_partitions: int | None = None,
+    key_column: str | None = None,
+    value_format: str = "json",
+    value_column: str | None = None,
+    topic: str = DEFAULT_TOPIC,
+    partitions: int = DEFAULT_PARTITIONS,
+    producer_config: Mapping[str, str] | None = None,
+    progress: TextIO | None = None,
+    embedded_broker: bool = False,
+    extra_options: Mapping[str, str] | None = None,
+) -> PipelineResult:
+    """Create the topic if needed, write the shaped rows through the sink, and report."""
+    from sparkafka.net.admin import AdminClient
+    from sparkafka.spark import read_summaries, register
+    from sparkafka.spark.orders import generate_orders, read_input, shape_records
+
+    if partitions < 1:
+        raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
+    if input_partitions is not None and input_partitions < 1:
+        raise ConfigError(f"--input-partitions must be >= 1, got {input_partitions}", "input-partitions")
+    register(spark)
+    if input_path:
+        df = read_input(spark, input_path, input_format)
+        if input_partitions:
+            df = df.repartition(input_partitions)
+        source = os.path.abspath(input_path) if "://" not in input_path else input_path
+        schema_name = os.path.splitext(os.path.basename(input_path.rstrip("/")))[0] or "input"
+    else:
+        df = generate_orders(spark, rows, input_partitions)
+        source, schema_name = "sparkafka-generator", "sparkafka.orders.v1"
+    shaped = shape_records(df, key_column=key_column, value_format=value_format, value_column=value_column,
+                           headers={"source": source, "schema": schema_name})
+
+    with AdminClient(bootstrap) as admin:
+        admin.create_topics([(topic, partitions, 1)], exist_ok=True)
+        before = admin.list_offsets(topic)
+
+    with tempfile.TemporaryDirectory(prefix="sparkafka-pipeline-") as tmp:
+        summary_path = os.path.join(tmp, "summary.jsonl")
+        writer = (shaped.df.write.format("sparkafka")
+                  .option("kafka.bootstrap.servers", bootstrap)
+                  .option("topic", topic)
+                  .option("sparkafka.summary.path", summary_path))
+        for key, value in (producer_config or {}).items():
+            writer = writer.option(f"kafka.{key}", value)
+        for key, value in (extra_options or {}).items():
+            writer = writer.option(key, value)
+        started = time.monotonic()
+        with (ProgressPrinter(bootstrap, topic, before, progress) if progress is not None
+              else contextlib.nullcontext()):
+            writer.mode("append").save()
+        seconds = time.monotonic() - started
+        summaries = read_summaries(summary_path)
+    if not summaries:
+        raise KafkaError("the write finished without a commit summary from the sink")
+    summary = summaries[-1]
+    with AdminClient(bootstrap) as admin:
+        after = admin.list_offsets(topic)
+    counts = {int(tp.rpartition(":")[2]): r[2] for tp, r in summary.partitions.items()}
+    return PipelineResult(
+        topic=topic, bootstrap_servers=bootstrap, embedded_broker=embedded_broker, rows=summary.rows,
+        acknowledged=summary.acknowledged, bytes=summary.bytes, seconds=round(seconds, 3),
+        value_format=value_format, avro_encoder=shaped.avro_encoder, avro_schema=shaped.avro_schema,
+        partition_counts=dict(sorted(counts.items())),
+        offsets_before=before, offsets_after=after, retried_tasks=summary.retried_tasks)
+
+
+def format_summary(result: PipelineResult) -> str:
+    """The human-readable end-of-run report."""
+    broker = "embedded Tansu" if result.embedded_broker else "external"
+    mb = result.bytes / 1e6
+    lines = [
+        f"sparkafka pipeline: topic {result.topic!r} on {result.bootstrap_servers} ({broker} broker)",
+        f"  rows read             {result.rows:>14,}",
+        f"  records acknowledged  {result.acknowledged:>14,}",
+        f"  bytes (key+value+hdr) {result.bytes:>14,}  ({mb:,.1f} MB)",
+        f"  time                  {result.seconds:>14,.2f} s",
+        f"  throughput            {result.records_per_second:>14,.0f} records/s  "
+        f"({mb / result.seconds if result.seconds else 0:,.2f} MB/s)",
+        f"  value format          {result.value_format}"
+        + (f" ({result.avro_encoder} encoder)" if result.avro_encoder else ""),
+    ]
+    if result.avro_schema:
+        lines.append(f"  avro writer schema    {result.avro_schema}")
+    if result.retried_tasks:
+        lines.append(f"  retried tasks         {result.retried_tasks:>14,}  (at-least-once: retries may "
+                     "duplicate records)")
+    lines.append("  partition    records   end offset before -> after")
+    for p in sorted(set(result.offsets_after) | set(result.partition_counts)):
+        lines.append(f"  {p:>9}  {result.partition_counts.get(p, 0):>9,}   "
+                     f"{result.offsets_before.get(p, 0):>17,} -> {result.offsets_after.get(p, 0):,}")
+    added = sum(result.offsets_after.values()) - sum(result.offsets_before.values())
+    lines.append(f"  end offsets grew by {added:,} in total")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparkafka.broker import BrokerStartError, EmbeddedBroker
+
+    try:
+        producer_config = _parse_producer_config(args.producer_config)
+        if args.rows < 0:
+            raise ConfigError(f"--rows must be >= 0, got {args.rows}", "rows")
+        with contextlib.ExitStack() as stack:
+            bootstrap = args.bootstrap_servers
+            if not bootstrap:
+                broker = stack.enter_context(EmbeddedBroker())
+                bootstrap = broker.bootstrap_servers
+                print(f"started the embedded Tansu broker at {bootstrap}", file=sys.stderr, flush=True)
+            progress = None if args.no_progress else sys.stderr
+            spark = stack.enter_context(_spark_session(args.master, quiet_console=progress is not None))
+            result = run_pipeline(
+                spark, bootstrap, input_path=args.input, input_format=args.format, rows=args.rows,
+                input_partitions=args.input_partitions, key_column=args.key_column,
+                value_format=args.value_format, value_column=args.value_column, topic=args.topic,
+                partitions=args.partitions, producer_config=producer_config, progress=progress,
+                embedded_broker=not args.bootstrap_servers)
+    except (ConfigError, InvalidRecordInputError) as exc:
+        print(f"sparkafka pipeline: {exc}", file=sys.stderr)
+        return 2
+    except BrokerStartError as exc:
+        print(f"sparkafka pipeline: cannot start the embedded broker: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # Spark wraps task errors in its own exceptions: show the message, exit 1
+        print(f"sparkafka pipeline failed: {_short(exc)}", file=sys.stderr)
+        return 1
+    print(format_summary(result), flush=True)
+    if args.summary_json:
+        with open(args.summary_json, "w", encoding="utf-8") as f:
+            json.dump(result.to_dict(), f, indent=2)
+    return 0
+
+
+def _short(exc: BaseException, max_lines: int = 25) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = text.splitlines()
+    if len(lines) > max_lines:
+        lines = [*lines[:5], "...", *lines[-(max_lines - 6):]]
+    return "\n".join(lines)

@@ -1,0 +1,723 @@
+"""``BrokerConnection``: one non-blocking TCP connection to one broker.
+
+How it works: ``connect()`` opens a non-blocking socket (``connect_ex`` -> EINPROGRESS) and registers it
+with the client's selector; the state then moves
+
+    DISCONNECTED -> CONNECTING -> API_VERSIONS -> AUTHENTICATING -> READY
+
+CONNECTING ends when the socket is writable and ``SO_ERROR`` is 0. API_VERSIONS sends our highest
+ApiVersions version; on UNSUPPORTED_VERSION it retries once with the broker's highest ApiVersions version
+(facts §3.1), then keeps an ``ApiVersionsTable`` so ``api_version(key)`` picks the highest version both
+sides share. AUTHENTICATING runs the optional ``handshake`` steps in order (the seam for SASL: each step
+sends requests with ``send_internal`` and reports ``done(None | error)``); with no steps it is skipped.
+Only READY accepts user requests.
+
+Outgoing frames (from the sans-I/O ``KafkaProtocol``) are queued as memoryviews and written as far as the
+socket allows (scatter-gather ``sendmsg`` when available); the write interest is registered only while
+bytes are pending. Incoming bytes go to ``KafkaProtocol.receive_data``; each decoded response completes
+the oldest in-flight request. A request sent with ``expect_response=False`` (acks=0 Produce) completes
+when its last byte has been written. Every failure closes the connection and fails every in-flight
+request with one typed error: RequestTimedOutError (a request passed its deadline), NetworkExceptionError
+(connection lost), the ProtocolError raised by the decoder, or KafkaConnectionError / the handshake error
+for a connection that never became READY. Completed user callbacks are appended to ``completions`` and
+run by the owner after the I/O step (never re-entrantly).
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import logging
+import os
+import selectors
+import socket
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+from .. import errors
+from .._clock import Clock
+from ..protocol.framing import KafkaProtocol
+from ..protocol.messages import CLIENT_VERSIONS, ApiKey
+from ..protocol.versions import ApiVersionsTable
+from .response import ClientResponse, ResponseCallback
+
+log = logging.getLogger("sparkafka.net.connection")
+
+CLIENT_SOFTWARE_NAME = "sparkafka"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+DEFAULT_MAX_RESPONSE_SIZE = 104_857_600  # the broker's socket.request.max.bytes default
+_CONNECT_IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, errno.EAGAIN})
+_HAS_SENDMSG = hasattr(socket.socket, "sendmsg")
+_SENDMSG_MAX_BUFFERS = 64
+_READS_PER_EVENT = 16
+_UNSUPPORTED_VERSION = errors.UNSUPPORTED_VERSION
+
+
+class ConnectionState(enum.IntEnum):
+    DISCONNECTED = 0
+    CONNECTING = 1
+    API_VERSIONS = 2
+    AUTHENTICATING = 3
+    READY = 4
+
+
+HandshakeDone = Callable[[Exception | None], None]
+HandshakeStep = Callable[["BrokerConnection", HandshakeDone], None]
+"""A step run in AUTHENTICATING: ``step(conn, done)`` sends its requests with ``conn.send_internal`` and
+calls ``done(None)`` when finished or ``done(error)`` to fail the connection (e.g. AuthenticationError)."""
+
+RequestBody = Mapping[str, Any] | bytes | bytearray | memoryview
+"""A request body: a dict for the schema codec, or already-encoded bytes (the producer's Produce body)."""
+
+StateListener = Callable[["BrokerConnection", ConnectionState, "Exception | None"], None]
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api {api_key}"
+
+
+class _InFlight:
+    __slots__ = (
+        "api_key",
+        "callback",
+        "correlation_id",
+        "deadline_ms",
+        "end_offset",
+        "expect_response",
+        "internal",
+        "send_ms",
+        "version",
+    )
+
+    def __init__(
+        self,
+        correlation_id: int,
+        api_key: int,
+        version: int,
+        callback: ResponseCallback,
+        send_ms: float,
+        deadline_ms: float,
+        end_offset: int,
+        expect_response: bool,
+        internal: bool,
+    ) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.callback = callback
+        self.send_ms = send_ms
+        self.deadline_ms = deadline_ms
+        self.end_offset = end_offset
+        self.expect_response = expect_response
+        self.internal = internal
+
+
+class BrokerConnection:
+    """A connection to broker ``node_id`` at ``host:port`` (single-threaded: the I/O thread only)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None,
+        clock: Clock,
+        selector: selectors.BaseSelector | None = None,
+        send_buffer_bytes: int = 131072,
+        receive_buffer_bytes: int = 32768,
+        tcp_nodelay: bool = True,
+        connect_timeout_ms: float = 10_000,
+        request_timeout_ms: float = 30_000,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        handshake: Sequence[HandshakeStep] = (),
+        completions: list[tuple[ResponseCallback, ClientResponse]] | None = None,
+        on_state_change: StateListener | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self._clock = clock
+        self._selector = selector if selector is not None else selectors.DefaultSelector()
+        self._own_selector = selector is None
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
+        self.tcp_nodelay = tcp_nodelay
+        self.connect_timeout_ms = float(connect_timeout_ms)
+        self.request_timeout_ms = float(request_timeout_ms)
+        self.max_response_size = max_response_size
+        self._handshake = tuple(handshake)
+        self.completions: list[tuple[ResponseCallback, ClientResponse]] = (
+            completions if completions is not None else []
+        )
+        self._on_state_change = on_state_change
+        self._recv_size = max(65536, receive_buffer_bytes)
+        self.state = ConnectionState.DISCONNECTED
+        self._sock: socket.socket | None = None
+        self._events = 0
+        self._protocol: KafkaProtocol | None = None
+        self._out: deque[memoryview] = deque()
+        self._queued_total = 0
+        self._written_total = 0
+        self._in_flight: deque[_InFlight] = deque()  # requests that expect a response, oldest first
+        self._unwritten_no_response: deque[_InFlight] = deque()  # acks=0 requests not fully written yet
+        self._setup_deadline_ms = 0.0
+        self._setup_timeout_ms = self.connect_timeout_ms
+        self._addr_index = 0
+        self._handshake_index = 0
+        self._api_versions_retried = False
+        self.versions: ApiVersionsTable | None = None
+        self._picked: dict[int, int] = {}
+        self.last_error: Exception | None = None
+        self.last_activity_ms = clock.monotonic_ms()
+
+    # ------------------------------------------------------------------ state queries
+    @property
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    @property
+    def is_connecting(self) -> bool:
+        """Connecting or handshaking (not READY, not DISCONNECTED)."""
+        return ConnectionState.CONNECTING <= self.state < ConnectionState.READY
+
+    @property
+    def is_disconnected(self) -> bool:
+        return self.state is ConnectionState.DISCONNECTED
+
+    def in_flight_count(self) -> int:
+        return len(self._in_flight) + len(self._unwritten_no_response)
+
+    @property
+    def has_unwritten_bytes(self) -> bool:
+        return bool(self._out)
+
+    def can_send_more(self, max_in_flight: int) -> bool:
+        """Java ``InFlightRequests.canSendMore``: nothing in flight, or the last request is fully written
+        and fewer than ``max_in_flight`` are outstanding."""
+        count = len(self._in_flight) + len(self._unwritten_no_response)
+        return count == 0 or (not self._out and count < max_in_flight)
+
+    def next_deadline_ms(self) -> float | None:
+        """The earliest time at which ``check_timeouts`` has something to do."""
+        if self.state is ConnectionState.DISCONNECTED:
+            return None
+        deadline: float | None = None
+        if self.state is not ConnectionState.READY:
+            deadline = self._setup_deadline_ms
+        for req in self._in_flight:
+            if deadline is None or req.deadline_ms < deadline:
+                deadline = req.deadline_ms
+        for req in self._unwritten_no_response:
+            if deadline is None or req.deadline_ms < deadline:
+                deadline = req.deadline_ms
+        return deadline
+
+    def api_version(self, api_key: int) -> int:
+        """The highest version of ``api_key`` both sides support (raises UnsupportedVersionError)."""
+        version = self._picked.get(api_key)
+        if version is not None:
+            return version
+        if self.versions is None:
+            raise errors.IllegalStateError(
+                f"API versions of node {self.node_id} are not known yet (state {self.state.name})"
+            )
+        try:
+            version = self.versions.pick_version(api_key)  # our range: CLIENT_VERSIONS
+        except errors.UnsupportedVersionError as exc:
+            raise errors.UnsupportedVersionError(f"node {self.node_id}: {exc}") from None
+        self._picked[api_key] = version
+        return version
+
+    # ------------------------------------------------------------------ connecting
+    def connect(self, now: float, setup_timeout_ms: float | None = None) -> None:
+        """Start a non-blocking connect; failures close the connection (see ``last_error``)."""
+        if self.state is not ConnectionState.DISCONNECTED:
+            raise errors.IllegalStateError(f"connect() on node {self.node_id} in state {self.state.name}")
+        timeout = self.connect_timeout_ms if setup_timeout_ms is None else setup_timeout_ms
+        self._setup_timeout_ms = timeout
+        self._setup_deadline_ms = now + timeout
+        self.last_activity_ms = now
+        self.last_error = None
+        self._protocol = KafkaProtocol(self.client_id, self.max_response_size)
+        self._api_versions_retried = False
+        self._handshake_index = 0
+        self.versions = None
+        self._picked = {}
+        self._set_state(ConnectionState.CONNECTING, None)
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            self._close_with(self._connect_error(f"cannot resolve host {self.host!r}: {exc}"))
+            return
+        if not infos:
+            self._close_with(self._connect_error(f"host {self.host!r} resolved to no address"))
+            return
+        family, kind, proto, _, sockaddr = infos[self._addr_index % len(infos)]
+        self._addr_index += 1
+        try:
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:
+            self._close_with(self._connect_error(f"cannot create socket: {exc}"))
+            return
+        self._sock = sock
+        try:
+            sock.setblocking(False)
+            if self.tcp_nodelay:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.send_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if self.receive_buffer_bytes > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+            code = sock.connect_ex(sockaddr)
+        except OSError as exc:
+            self._close_with(self._connect_error(str(exc)))
+            return
+        if code == 0:
+            self._register(selectors.EVENT_READ)
+            self._on_connected(now)
+        elif code in _CONNECT_IN_PROGRESS:
+            self._register(selectors.EVENT_WRITE)
+        else:
+            self._close_with(self._connect_error(f"{errno.errorcode.get(code, code)}: {_strerror(code)}"))
+
+    def _connect_error(self, detail: str) -> errors.KafkaConnectionError:
+        return errors.KafkaConnectionError(
+            f"cannot connect to node {self.node_id} at {self.host}:{self.port}: {detail}"
+        )
+
+    def _on_connected(self, now: float) -> None:
+        log.debug("node %s: TCP connection to %s:%s established", self.node_id, self.host, self.port)
+        self._set_state(ConnectionState.API_VERSIONS, None)
+        hi = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
+        self._send_api_versions(hi, now)
+
+    def _send_api_versions(self, version: int, now: float) -> None:
+        body = {
+            "client_software_name": CLIENT_SOFTWARE_NAME,
+            "client_software_version": CLIENT_SOFTWARE_VERSION,
+        }
+        self.send_internal(ApiKey.API_VERSIONS, version, body, self._on_api_versions, now=now)
+
+    def _on_api_versions(self, resp: ClientResponse) -> None:
+        if resp.error is not None:
+            return  # the connection is already closing with this error
+        body = resp.body or {}
+        code = int(body.get("error_code", 0))
+        now = self._clock.monotonic_ms()
+        if code == _UNSUPPORTED_VERSION and not self._api_versions_retried:
+            broker_max = 0
+            for entry in body.get("api_keys") or ():
+                if int(entry["api_key"]) == ApiKey.API_VERSIONS:
+                    broker_max = int(entry["max_version"])
+            hi = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
+            retry = min(broker_max, hi)
+            if retry < resp.version:
+                self._api_versions_retried = True
+                log.debug(
+                    "node %s: ApiVersions v%s unsupported, retrying with v%s",
+                    self.node_id,
+                    resp.version,
+                    retry,
+                )
+                self._send_api_versions(retry, now)
+                return
+        if code:
+            if code == _UNSUPPORTED_VERSION:
+                exc: Exception = errors.UnsupportedVersionError(
+                    f"node {self.node_id} rejected ApiVersions v{resp.version} with UNSUPPORTED_VERSION"
+                )
+            else:
+                exc = errors.error_for_code(code, f"ApiVersions request to node {self.node_id} failed")
+            self._close_with(exc)
+            return
+        try:
+            self.versions = ApiVersionsTable.from_response(body)
+        except errors.KafkaError as exc:
+            self._close_with(exc)
+            return
+        self._set_state(ConnectionState.AUTHENTICATING, None)
+        self._next_handshake_step()
+
+    def _next_handshake_step(self) -> None:
+        if self._handshake_index >= len(self._handshake):
+            self.last_error = None
+            self._set_state(ConnectionState.READY, None)
+            return
+        step = self._handshake[self._handshake_index]
+        index = self._handshake_index
+
+        def done(error: Exception | None) -> None:
+            if self.state is not ConnectionState.AUTHENTICATING or self._handshake_index != index:
+                return
+            if error is not None:
+                self._close_with(error)
+                return
+            self._handshake_index += 1
+            self._next_handshake_step()
+
+        try:
+            step(self, done)
+        except Exception as exc:  # a broken step must not leave the connection half-open
+            self._close_with(
+                exc
+                if isinstance(exc, errors.KafkaError)
+                else errors.AuthenticationError(
+                    f"handshake step {step!r} failed for node {self.node_id}: {exc!r}"
+                )
+            )
+
+    # ------------------------------------------------------------------ sending
+    def send(
+        self,
+        api_key: int,
+        version: int,
+        body: RequestBody,
+        callback: ResponseCallback,
+        *,
+        expect_response: bool = True,
+        timeout_ms: float | None = None,
+        now: float | None = None,
+    ) -> int:
+        """Queue a user request (READY only); returns its correlation id. Failures reach ``callback``."""
+        if self.state is not ConnectionState.READY:
+            raise errors.IllegalStateError(f"node {self.node_id} is not ready (state {self.state.name})")
+        return self._send(api_key, version, body, callback, expect_response, timeout_ms, now, internal=False)
+
+    def send_internal(
+        self,
+        api_key: int,
+        version: int,
+        body: RequestBody,
+        callback: ResponseCallback,
+        *,
+        now: float | None = None,
+    ) -> int:
+        """Queue a handshake request (any connected state); ``callback`` runs as soon as it completes."""
+        if self.state in (ConnectionState.DISCONNECTED, ConnectionState.CONNECTING):
+            raise errors.IllegalStateError(f"node {self.node_id} is not connected (state {self.state.name})")
+        return self._send(api_key, version, body, callback, True, None, now, internal=True)
+
+    def _send(
+        self,
+        api_key: int,
+        version: int,
+        body: RequestBody,
+        callback: ResponseCallback,
+        expect_response: bool,
+        timeout_ms: float | None,
+        now: float | None,
+        *,
+        internal: bool,
+    ) -> int:
+        protocol = self._protocol
+        assert protocol is not None
+        correlation_id, frame = protocol.send_request(api_key, version, body, expect_response=expect_response)
+        if now is None:
+            now = self._clock.monotonic_ms()
+        self._queued_total += len(frame)
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        req = _InFlight(
+            correlation_id,
+            api_key,
+            version,
+            callback,
+            now,
+            now + timeout,
+            self._queued_total,
+            expect_response,
+            internal,
+        )
+        if expect_response:
+            self._in_flight.append(req)
+        else:
+            self._unwritten_no_response.append(req)
+        self._out.append(memoryview(frame))
+        self._flush()
+        return correlation_id
+
+    # ------------------------------------------------------------------ I/O events
+    def handle_events(self, mask: int, now: float) -> None:
+        """Called by the owner's selector loop."""
+        if self.state is ConnectionState.CONNECTING:
+            if mask & (selectors.EVENT_WRITE | selectors.EVENT_READ):
+                self._finish_connect(now)
+            return
+        if mask & selectors.EVENT_WRITE:
+            self._flush()
+        if mask & selectors.EVENT_READ and self.state is not ConnectionState.DISCONNECTED:
+            self._read(now)
+
+    def _finish_connect(self, now: float) -> None:
+        sock = self._sock
+        assert sock is not None
+        try:
+            code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        except OSError as exc:
+            code = exc.errno or errno.ECONNREFUSED
+        if code != 0:
+            self._close_with(self._connect_error(f"{errno.errorcode.get(code, code)}: {_strerror(code)}"))
+            return
+        self._update_interest()
+        self._on_connected(now)
+
+    def _flush(self) -> None:
+        sock = self._sock
+        out = self._out
+        if sock is None or not out or self.state is ConnectionState.CONNECTING:
+            self._update_interest()
+            return
+        while out:
+            try:
+                if _HAS_SENDMSG and len(out) > 1:
+                    sent = sock.sendmsg(list(islice(out, _SENDMSG_MAX_BUFFERS)))
+                else:
+                    sent = sock.send(out[0])
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:
+                self._disconnect(f"write failed: {exc}")
+                return
+            if sent <= 0:
+                break
+            self._written_total += sent
+            while sent > 0:
+                head = out[0]
+                if sent >= len(head):
+                    sent -= len(head)
+                    out.popleft()
+                else:
+                    out[0] = head[sent:]
+                    sent = 0
+        pending = self._unwritten_no_response
+        if pending:
+            done_at = self._written_total
+            now = self._clock.monotonic_ms()
+            while pending and pending[0].end_offset <= done_at:
+                req = pending.popleft()
+                self._complete(req, None, None, now)
+        self._update_interest()
+
+    def _read(self, now: float) -> None:
+        sock = self._sock
+        protocol = self._protocol
+        assert sock is not None and protocol is not None
+        for _ in range(_READS_PER_EVENT):
+            try:
+                data = sock.recv(self._recv_size)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._disconnect(f"read failed: {exc}")
+                return
+            if not data:
+                partial = protocol.buffered_bytes()
+                if partial:
+                    self._disconnect(f"the broker closed the connection mid-response ({partial} bytes in)")
+                elif self._in_flight:
+                    self._disconnect("the broker closed the connection with a response outstanding")
+                else:
+                    self._disconnect("the broker closed the connection")
+                return
+            self.last_activity_ms = now
+            try:
+                responses = protocol.receive_data(data)
+            except errors.KafkaError as exc:  # ProtocolError subclasses: the stream is unusable
+                log.warning("node %s: bad data from %s:%s: %s", self.node_id, self.host, self.port, exc)
+                self._close_with(exc)
+                return
+            if responses:
+                done_ms = self._clock.monotonic_ms()
+                for response in responses:
+                    if not self._in_flight:
+                        self._close_with(
+                            errors.CorrelationIdMismatchError(
+                                f"node {self.node_id} sent a response (correlation id "
+                                f"{response.correlation_id}) with no request outstanding"
+                            )
+                        )
+                        return
+                    req = self._in_flight[0]
+                    if response.correlation_id != req.correlation_id:
+                        self._close_with(
+                            errors.CorrelationIdMismatchError(
+                                f"node {self.node_id} sent correlation id {response.correlation_id}, "
+                                f"expected {req.correlation_id}"
+                            )
+                        )
+                        return
+                    self._in_flight.popleft()
+                    self._complete(req, response.body, None, done_ms)
+                    if self.state is ConnectionState.DISCONNECTED:
+                        return  # a handshake callback closed the connection
+            if len(data) < self._recv_size:
+                return
+
+    def _complete(
+        self, req: _InFlight, body: dict[str, Any] | None, error: Exception | None, now: float
+    ) -> None:
+        resp = ClientResponse(
+            self.node_id, req.api_key, req.version, req.correlation_id, body, error, now - req.send_ms
+        )
+        if req.internal:
+            try:
+                req.callback(resp)
+            except Exception as exc:
+                log.exception("node %s: handshake callback failed", self.node_id)
+                if self.state is not ConnectionState.DISCONNECTED:
+                    self._close_with(exc)
+        else:
+            self.completions.append((req.callback, resp))
+
+    # ------------------------------------------------------------------ timeouts / closing
+    def check_timeouts(self, now: float) -> bool:
+        """Close the connection if its setup or any request passed its deadline; True if it did."""
+        state = self.state
+        if state is ConnectionState.DISCONNECTED:
+            return False
+        if state is not ConnectionState.READY and now >= self._setup_deadline_ms:
+            self._close_with(
+                self._connect_error(
+                    f"connection setup timed out in state {state.name} "
+                    f"after {self._setup_timeout_ms:.0f} ms (socket.connection.setup.timeout.ms)"
+                )
+            )
+            return True
+        expired: _InFlight | None = None
+        for queue in (self._in_flight, self._unwritten_no_response):
+            for req in queue:
+                if req.deadline_ms <= now and (expired is None or req.deadline_ms < expired.deadline_ms):
+                    expired = req
+        if expired is None:
+            return False
+        waited = now - expired.send_ms
+        log.debug(
+            "node %s: %s request %s timed out after %.0f ms",
+            self.node_id,
+            _api_name(expired.api_key),
+            expired.correlation_id,
+            waited,
+        )
+        timeout_cls = errors.error_class_for_code(errors.REQUEST_TIMED_OUT)
+
+        def make(req: _InFlight) -> Exception:
+            return timeout_cls(
+                f"{_api_name(req.api_key)} request (correlation id {req.correlation_id}) to node "
+                f"{self.node_id} failed: a request on this connection got no response within "
+                f"{expired.deadline_ms - expired.send_ms:.0f} ms (request.timeout.ms); connection closed"
+            )
+
+        self._close(timeout_cls(f"request to node {self.node_id} timed out after {waited:.0f} ms"), make)
+        return True
+
+    def _disconnect(self, reason: str) -> None:
+        network_cls = errors.error_class_for_code(errors.NETWORK_EXCEPTION)
+        text = f"connection to node {self.node_id} ({self.host}:{self.port}) lost: {reason}"
+        if self.state is not ConnectionState.READY:
+            self._close_with(errors.KafkaConnectionError(text))
+            return
+
+        def make(req: _InFlight) -> Exception:
+            return network_cls(
+                f"{_api_name(req.api_key)} request (correlation id {req.correlation_id}): {text}"
+            )
+
+        self._close(errors.KafkaConnectionError(text), make)
+
+    def close(self, reason: str = "closed by the client") -> None:
+        """Close the socket and fail in-flight requests with NETWORK_EXCEPTION; idempotent."""
+        if self.state is ConnectionState.DISCONNECTED and self._sock is None:
+            return
+        network_cls = errors.error_class_for_code(errors.NETWORK_EXCEPTION)
+        text = f"connection to node {self.node_id} ({self.host}:{self.port}) {reason}"
+
+        def make(req: _InFlight) -> Exception:
+            return network_cls(
+                f"{_api_name(req.api_key)} request (correlation id {req.correlation_id}): {text}"
+            )
+
+        self._close(None, make)
+
+    def _close_with(self, error: Exception) -> None:
+        """Close and fail every in-flight request with ``error`` itself."""
+        self._close(error, lambda _req: error)
+
+    def _close(self, error: Exception | None, make_error: Callable[[_InFlight], Exception]) -> None:
+        if self._sock is not None:
+            if self._events:
+                try:
+                    self._selector.unregister(self._sock)
+                except (KeyError, ValueError, OSError):
+                    pass
+                self._events = 0
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+        self._out.clear()
+        self._queued_total = self._written_total = 0
+        failed = list(self._in_flight) + list(self._unwritten_no_response)
+        self._in_flight.clear()
+        self._unwritten_no_response.clear()
+        self._protocol = None
+        if error is not None:
+            self.last_error = error
+        was = self.state
+        self.state = ConnectionState.DISCONNECTED
+        now = self._clock.monotonic_ms()
+        for req in failed:
+            self._complete(req, None, make_error(req), now)
+        if was is not ConnectionState.DISCONNECTED and self._on_state_change is not None:
+            self._on_state_change(self, ConnectionState.DISCONNECTED, error)
+
+    def close_selector(self) -> None:
+        """Release a selector this connection created itself (standalone use)."""
+        if self._own_selector:
+            self._selector.close()
+
+    # ------------------------------------------------------------------ selector plumbing
+    def _register(self, events: int) -> None:
+        sock = self._sock
+        assert sock is not None
+        self._selector.register(sock, events, self)
+        self._events = events
+
+    def _update_interest(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        if self.state is ConnectionState.CONNECTING:
+            wanted = selectors.EVENT_WRITE
+        else:
+            wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._out else 0)
+        if wanted != self._events:
+            if self._events:
+                self._selector.modify(sock, wanted, self)
+            else:
+                self._selector.register(sock, wanted, self)
+            self._events = wanted
+
+    def _set_state(self, state: ConnectionState, error: Exception | None) -> None:
+        self.state = state
+        if self._on_state_change is not None:
+            self._on_state_change(self, state, error)
+
+    def fileno(self) -> int:
+        return self._sock.fileno() if self._sock is not None else -1
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port}, {self.state.name})"
+
+
+def _strerror(code: int) -> str:
+    try:
+        return os.strerror(code)
+    except (ValueError, OverflowError):
+        return f"error {code}"

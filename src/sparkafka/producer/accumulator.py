@@ -1,0 +1,816 @@
+"""The record accumulator: per-partition queues of batches between ``send()`` and the Sender (Java's
+``RecordAccumulator``).
+
+How it works:
+
+* **Layout.** ``batches`` is a ``CopyOnWriteMap`` from ``(topic, partition)`` to a ``_PartitionQueue``
+  (a ``deque`` of ``ProducerBatch`` plus the lock that guards it). A parallel per-topic map holds each
+  topic's queues by partition number, its KIP-794 ``BuiltInPartitioner`` and its compression-ratio
+  estimate. Maps are read without locks; they are copied only when a partition is seen first.
+* **append** (user threads, per record): find the queue (lock-free), lock it, append to the last batch.
+  If it has no room, release the lock, take memory from the ``BufferPool`` — possibly blocking up to
+  ``max.block.ms`` — lock again, re-check (another thread may have made a batch meanwhile; then the
+  memory goes back), and start a new batch. ``partition=-1`` lets the built-in sticky partitioner
+  choose: the partition is peeked before locking and re-validated under the lock.
+* **ready / drain** (Sender thread): ``ready`` looks at the head batch of each queue and returns the
+  leaders that have something sendable (full, lingered long enough, memory exhausted, closing,
+  flushing, transaction completing; not while backing off, not muted) and, per topic, publishes
+  queue-length load stats for adaptive partitioning. ``drain`` walks each ready node's partitions
+  round-robin from a per-node index and collects head batches up to ``max.request.size`` (the first
+  batch always fits), asking the transaction manager for sequences, then closes (encodes) them.
+* **completion**: retries are ``reenqueue``-d at the head (in sequence order with idempotence);
+  batches rejected as too large are split; expired batches are taken from the head of each queue;
+  ``deallocate`` returns a batch's buffer to the pool; ``flush`` waits for the batches that existed
+  when it began.
+
+Hot-path counters are plain ints (updated under a queue lock, so approximate across partitions).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, Protocol
+
+from sparkafka._clock import Clock
+from sparkafka._types import ClusterView, Headers, TopicPartition
+from sparkafka.errors import ConfigError, IllegalStateError, ProducerClosedError
+from sparkafka.net.backoff import ExponentialBackoff
+from sparkafka.producer.buffer_pool import BufferPool
+from sparkafka.producer.cow_map import CopyOnWriteMap
+from sparkafka.producer.future import FutureRecordMetadata, RecordCallback
+from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
+from sparkafka.producer.producer_batch import ProducerBatch
+from sparkafka.record.builder import RecordBatchBuilder, estimate_batch_size_upper_bound
+from sparkafka.record.compression import CompressionType
+
+__all__ = [
+    "NodeLatencyStats",
+    "ReadyCheckResult",
+    "RecordAccumulator",
+    "RecordAppendResult",
+    "TransactionManagerHooks",
+]
+
+COMPRESSION_RATIO_IMPROVING_STEP = 0.005
+COMPRESSION_RATIO_DETERIORATE_STEP = 0.05
+RETRY_BACKOFF_EXP_BASE = 2
+RETRY_BACKOFF_JITTER = 0.2
+
+
+class RecordAppendResult(NamedTuple):
+    future: FutureRecordMetadata | None
+    """None only when ``abort_for_new_batch`` is set."""
+    batch_is_full: bool
+    new_batch_created: bool
+    partition: int
+    """The partition the record went to (the sticky choice when ``partition=-1`` was passed)."""
+    abort_for_new_batch: bool = False
+    """Set (with no append done) when ``abort_on_new_batch`` was asked and a new batch was needed."""
+
+
+_new_tuple = tuple.__new__
+
+
+class ReadyCheckResult(NamedTuple):
+    ready_nodes: set[int]
+    next_ready_check_delay_ms: float
+    """``math.inf`` when nothing is waiting on a timer."""
+    unknown_leader_topics: set[str]
+
+
+class TransactionManagerHooks(Protocol):
+    """What the accumulator asks of the transaction manager (idempotence / transactions)."""
+
+    def has_producer_id(self) -> bool:
+        """A valid producer id and epoch are known."""
+        ...
+
+    def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
+        """Not transactional, or the partition was added to the transaction."""
+        ...
+
+    def should_stop_drain(self, tp: TopicPartition, first_batch: ProducerBatch) -> bool:
+        """Stale PID with batches in flight, unresolved sequence, or a retry that is not first in line."""
+        ...
+
+    def assign_sequence(self, batch: ProducerBatch) -> None:
+        """Give a never-sent batch its producer state and base sequence and track it as in flight."""
+        ...
+
+    def is_completing(self) -> bool:
+        """A commit or abort is in progress (every batch becomes sendable)."""
+        ...
+
+
+class NodeLatencyStats:
+    """When a node last had sendable data (``ready_time_ms``) and when we could last send to it."""
+
+    __slots__ = ("drain_time_ms", "ready_time_ms")
+
+    def __init__(self, now: float) -> None:
+        self.ready_time_ms = now
+        self.drain_time_ms = now
+
+
+class _PartitionQueue:
+    """A partition's batches and the lock guarding them."""
+
+    __slots__ = ("deque", "lock", "tp")
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.deque: deque[ProducerBatch] = deque()
+        self.lock = threading.Lock()
+
+
+class _TopicInfo:
+    __slots__ = ("compression_ratio", "partitioner", "queues")
+
+    def __init__(self, partitioner: BuiltInPartitioner) -> None:
+        self.partitioner = partitioner
+        self.queues: CopyOnWriteMap[int, _PartitionQueue] = CopyOnWriteMap()
+        self.compression_ratio = 1.0
+
+
+class RecordAccumulator:
+    """Batches records per partition for the Sender (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 16384,
+        buffer_memory: int = 33554432,
+        compression: CompressionType = CompressionType.NONE,
+        compression_level: int | None = None,
+        linger_ms: float = 5,
+        retry_backoff_ms: float = 100,
+        retry_backoff_max_ms: float = 1000,
+        delivery_timeout_ms: float = 120000,
+        partitioner_ignore_keys: bool = False,
+        adaptive_partitioning: bool = True,
+        availability_timeout_ms: float = 0,
+        partitioner: Partitioner | None = None,
+        clock: Clock,
+        transaction_manager: TransactionManagerHooks | None = None,
+        buffer_pool: BufferPool | None = None,
+        random_source: Callable[[], int] | None = None,
+    ) -> None:
+        if batch_size < 0:
+            raise ConfigError(f"batch.size must be >= 0, got {batch_size}", "batch.size")
+        if linger_ms < 0:
+            raise ConfigError(f"linger.ms must be >= 0, got {linger_ms}", "linger.ms")
+        if delivery_timeout_ms < 0:
+            raise ConfigError(f"delivery.timeout.ms must be >= 0, got {delivery_timeout_ms}",
+                              "delivery.timeout.ms")
+        if retry_backoff_ms < 0 or retry_backoff_max_ms < 0:
+            raise ConfigError("retry.backoff.ms and retry.backoff.max.ms must be >= 0", "retry.backoff.ms")
+        if availability_timeout_ms < 0:
+            raise ConfigError(
+                f"partitioner.availability.timeout.ms must be >= 0, got {availability_timeout_ms}",
+                "partitioner.availability.timeout.ms",
+            )
+        self._batch_size = batch_size
+        self._sticky_batch_size = max(1, batch_size)
+        self._compression = CompressionType(compression)
+        self._compression_level = compression_level
+        self._linger_ms = linger_ms
+        self._retry_backoff = ExponentialBackoff(
+            retry_backoff_ms, retry_backoff_max_ms,
+            multiplier=RETRY_BACKOFF_EXP_BASE, jitter=RETRY_BACKOFF_JITTER,
+        )
+        self._delivery_timeout_ms = delivery_timeout_ms
+        self.partitioner_ignore_keys = partitioner_ignore_keys
+        self._custom_partitioner = partitioner
+        # As in KafkaProducer: a custom partitioner turns adaptive partitioning (and the availability
+        # timeout, which only feeds it) off.
+        self._adaptive = adaptive_partitioning and partitioner is None
+        self._availability_timeout_ms = availability_timeout_ms if self._adaptive else 0
+        self._clock = clock
+        self._tm = transaction_manager
+        self._random_source = random_source
+        if buffer_pool is None:
+            buffer_pool = BufferPool(buffer_memory, self._sticky_batch_size, clock)
+        self.pool = buffer_pool
+
+        self.batches: CopyOnWriteMap[TopicPartition, _PartitionQueue] = CopyOnWriteMap()
+        self._topics: CopyOnWriteMap[str, _TopicInfo] = CopyOnWriteMap()
+        self._incomplete: set[ProducerBatch] = set()
+        self._muted: set[TopicPartition] = set()
+        self._drain_index: dict[int, int] = {}
+        self._node_stats: dict[int, NodeLatencyStats] = {}
+        self._closed = False
+        self._flush_lock = threading.Lock()
+        self._flushes_in_progress = 0
+        self.next_batch_expiry_time_ms = math.inf
+
+        self.records_appended = 0
+        self.batches_created = 0
+
+    # ================================================================================ append
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        callback: RecordCallback | None,
+        max_block_ms: float,
+        now: float,
+        cluster: ClusterView,
+        abort_on_new_batch: bool = False,
+    ) -> RecordAppendResult:
+        """Add a record to its partition's last batch (or a new one); ``partition=-1`` = built-in sticky.
+
+        Blocks up to ``max_block_ms`` if memory is exhausted (``BufferExhaustedError`` after that);
+        raises ``ProducerClosedError`` after ``close``.
+        """
+        # Fast path: the record fits the partition's open last batch. Anything else (new partition or
+        # topic, a new batch needed, a pending sticky switch, closed) takes the general path below,
+        # which repeats the checks. The maps are read directly (copy-on-write: never mutated).
+        info = self._topics._map.get(topic)
+        if info is not None:
+            if partition >= 0:
+                pq = info.queues._map.get(partition)
+                if pq is not None:
+                    dq = pq.deque
+                    with pq.lock:
+                        if dq and not self._closed:
+                            last = dq[-1]
+                            future = last.try_append(timestamp, key, value, headers, callback, now)
+                            if future is not None:
+                                self.records_appended += 1
+                                return _new_tuple(
+                                    RecordAppendResult,
+                                    (future, len(dq) > 1 or last.builder.is_full(), False, partition, False),
+                                )
+            else:
+                partitioner = info.partitioner
+                sticky = partitioner._info
+                if sticky is not None:
+                    pq = info.queues._map.get(sticky.partition)
+                    if pq is not None:
+                        dq = pq.deque
+                        with pq.lock:
+                            if dq and not self._closed and partitioner._info is sticky:
+                                last = dq[-1]
+                                builder = last.builder
+                                if not builder.is_full():  # else a deferred switch may be due
+                                    future = last.try_append(timestamp, key, value, headers, callback, now)
+                                    if future is not None:
+                                        last_full = builder.is_full()
+                                        partitioner.update_partition_info(
+                                            sticky, last.appended_bytes, cluster, last_full
+                                        )
+                                        self.records_appended += 1
+                                        return _new_tuple(
+                                            RecordAppendResult,
+                                            (future, last_full or len(dq) > 1, False, pq.tp[1], False),
+                                        )
+        return self._append(
+            topic, partition, timestamp, key, value, headers, callback, max_block_ms, now, cluster,
+            abort_on_new_batch,
+        )
+
+    def _append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        callback: RecordCallback | None,
+        max_block_ms: float,
+        now: float,
+        cluster: ClusterView,
+        abort_on_new_batch: bool,
+    ) -> RecordAppendResult:
+        """The general append (Java's loop): retries when the sticky partition moves under us."""
+        info = self._topic_info(topic)
+        buffer: bytearray | None = None
+        try:
+            while True:
+                if partition < 0:
+                    sticky = info.partitioner.peek_current_partition_info(cluster)
+                    effective = sticky.partition
+                else:
+                    sticky = None
+                    effective = partition
+                pq = info.queues.get(effective)
+                if pq is None:
+                    pq = self._queue(info, topic, effective)
+                dq = pq.deque
+
+                with pq.lock:
+                    if self._closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    if sticky is not None and self._partition_changed(info.partitioner, sticky, dq, cluster):
+                        continue
+                    if dq:
+                        last = dq[-1]
+                        future = last.try_append(timestamp, key, value, headers, callback, now)
+                        if future is not None:
+                            last_full = last.builder.is_full()
+                            if sticky is not None:
+                                info.partitioner.update_partition_info(
+                                    sticky, last.appended_bytes, cluster, last_full
+                                )
+                            self.records_appended += 1
+                            return _new_tuple(
+                                RecordAppendResult,
+                                (future, last_full or len(dq) > 1, False, effective, False),
+                            )
+                        last.builder.close_for_appends()
+
+                if abort_on_new_batch:
+                    return RecordAppendResult(None, False, False, effective, True)
+
+                if buffer is None:
+                    size = estimate_batch_size_upper_bound(key, value, headers)
+                    if size < self._batch_size:
+                        size = self._batch_size
+                    buffer = self.pool.allocate(size, max_block_ms)  # may block; no lock held
+                    now = self._clock.monotonic_ms()
+
+                with pq.lock:
+                    if self._closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    if sticky is not None and self._partition_changed(info.partitioner, sticky, dq, cluster):
+                        continue
+                    result = self._append_new_batch(
+                        info, pq, timestamp, key, value, headers, callback, buffer, now
+                    )
+                    if result.new_batch_created:
+                        buffer = None  # now owned by the batch
+                    if sticky is not None:
+                        last = dq[-1]
+                        info.partitioner.update_partition_info(
+                            sticky, last.appended_bytes, cluster, last.builder.is_full()
+                        )
+                    return result
+        finally:
+            if buffer is not None:
+                self.pool.deallocate(buffer)
+
+    def _append_new_batch(
+        self,
+        info: _TopicInfo,
+        pq: _PartitionQueue,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        callback: RecordCallback | None,
+        buffer: bytearray,
+        now: float,
+    ) -> RecordAppendResult:
+        """Under the queue lock: append to a batch another thread created meanwhile, else start one."""
+        dq = pq.deque
+        if dq:
+            last = dq[-1]
+            future = last.try_append(timestamp, key, value, headers, callback, now)
+            if future is not None:
+                self.records_appended += 1
+                return RecordAppendResult(future, len(dq) > 1 or last.builder.is_full(), False, pq.tp[1])
+            last.builder.close_for_appends()
+        builder = RecordBatchBuilder(
+            buffer, len(buffer), self._compression, self._compression_level, info.compression_ratio
+        )
+        batch = ProducerBatch(pq.tp, builder, now, buffer, True)
+        future = batch.try_append(timestamp, key, value, headers, callback, now)
+        if future is None:  # cannot happen: a new batch always takes its first record
+            raise IllegalStateError("a new batch refused its first record")
+        dq.append(batch)
+        self._incomplete.add(batch)
+        self.records_appended += 1
+        self.batches_created += 1
+        return RecordAppendResult(future, len(dq) > 1 or builder.is_full(), True, pq.tp[1])
+
+    @staticmethod
+    def _partition_changed(
+        partitioner: BuiltInPartitioner,
+        sticky: StickyPartitionInfo,
+        dq: deque[ProducerBatch],
+        cluster: ClusterView,
+    ) -> bool:
+        """Under the queue lock: did another thread switch the sticky partition? Also completes a
+        switch deferred while the last batch was still open."""
+        if partitioner.is_partition_changed(sticky):
+            return True
+        if not dq or dq[-1].builder.is_full():
+            partitioner.update_partition_info(sticky, 0, cluster, True)
+            return partitioner.is_partition_changed(sticky)
+        return False
+
+    def _topic_info(self, topic: str) -> _TopicInfo:
+        info = self._topics.get(topic)
+        if info is None:
+            info = self._topics.put_if_absent(
+                topic, _TopicInfo(BuiltInPartitioner(topic, self._sticky_batch_size, self._random_source))
+            )
+        return info
+
+    def _queue(self, info: _TopicInfo, topic: str, partition: int) -> _PartitionQueue:
+        pq = info.queues.get(partition)
+        if pq is None:
+            fresh = _PartitionQueue((topic, partition))
+            pq = info.queues.put_if_absent(partition, fresh)
+            if pq is fresh:
+                self.batches.put_if_absent(fresh.tp, fresh)
+        return pq
+
+    def _get_or_create_queue(self, tp: TopicPartition) -> _PartitionQueue:
+        pq = self.batches.get(tp)
+        if pq is None:
+            pq = self._queue(self._topic_info(tp[0]), tp[0], tp[1])
+        return pq
+
+    # ================================================================================ ready
+    def _backoff_ms(self, batch: ProducerBatch) -> float:
+        """The backoff of the batch's current retry (drawn once per attempt, with jitter)."""
+        backoff = batch.retry_backoff_ms
+        if backoff < 0:
+            backoff = batch.retry_backoff_ms = self._retry_backoff.backoff(max(0, batch.attempts - 1))
+        return backoff
+
+    def _should_backoff(self, batch: ProducerBatch, waited_ms: float) -> bool:
+        if batch.attempts <= 0 or batch.has_leader_changed_for_the_ongoing_retry():
+            return False
+        return waited_ms < self._backoff_ms(batch)
+
+    def ready(self, cluster: ClusterView, now: float) -> ReadyCheckResult:
+        """Leaders with sendable data, the delay until the next check is worth doing, and topics
+        whose partitions with data have no known leader. Also refreshes adaptive-partitioning stats."""
+        ready_nodes: set[int] = set()
+        unknown_leader_topics: set[str] = set()
+        next_delay = math.inf
+        exhausted = self.pool.queued() > 0
+        tm = self._tm
+        completing = tm is not None and tm.is_completing()
+        force = exhausted or self._closed or self._flushes_in_progress > 0 or completing
+        linger = self._linger_ms
+        muted = self._muted
+        timeout = self._availability_timeout_ms
+        node_stats = self._node_stats
+
+        for topic, info in self._topics.items():
+            queues = info.queues.snapshot()
+            queue_sizes: list[int] | None = None
+            partition_ids: list[int] = []
+            if self._adaptive and len(queues) >= (cluster.partition_count(topic) or 0):
+                queue_sizes = [0] * len(queues)
+                partition_ids = [0] * len(queues)
+            index = -1
+            for partition, pq in queues.items():
+                tp = pq.tp
+                leader = cluster.leader_for(tp)
+                if leader is not None and queue_sizes is not None:
+                    index += 1
+                    partition_ids[index] = partition
+                dq = pq.deque
+                if not dq:
+                    continue
+                leader_epoch = cluster.leader_epoch(tp)
+                with pq.lock:
+                    if not dq:
+                        continue
+                    batch = dq[0]
+                    waited = now - batch.last_attempt_ms
+                    if waited < 0:
+                        waited = 0.0
+                    batch.maybe_update_leader_epoch(leader_epoch)
+                    backing_off = self._should_backoff(batch, waited)
+                    size = len(dq)
+                    full = size > 1 or batch.builder.is_full()
+                if leader is None:
+                    unknown_leader_topics.add(topic)
+                    continue
+                if queue_sizes is not None:
+                    queue_sizes[index] = size
+                    if timeout > 0:
+                        stats = node_stats.get(leader)
+                        if stats is not None:
+                            ready_time = stats.ready_time_ms
+                            if ready_time - stats.drain_time_ms > timeout:
+                                index -= 1  # the next partition overwrites this one: excluded
+                if leader in ready_nodes or tp in muted:
+                    continue
+                time_to_wait = self._backoff_ms(batch) if backing_off else linger
+                if (full or waited >= time_to_wait or force) and not backing_off:
+                    ready_nodes.add(leader)
+                else:
+                    left = time_to_wait - waited
+                    if left < 0:
+                        left = 0.0
+                    if left < next_delay:
+                        next_delay = left
+            info.partitioner.update_partition_load_stats(queue_sizes, partition_ids, index + 1)
+        return ReadyCheckResult(ready_nodes, next_delay, unknown_leader_topics)
+
+    # ================================================================================ drain
+    def drain(
+        self, cluster: ClusterView, ready_nodes: Iterable[int], max_size: int, now: float
+    ) -> dict[int, list[ProducerBatch]]:
+        """Per node, the head batches of its partitions (round-robin from the node's drain index),
+        up to ``max_size`` bytes per node (the first batch always goes). Drained batches are closed."""
+        drained: dict[int, list[ProducerBatch]] = {}
+        for node in ready_nodes:
+            drained[node] = self._drain_node(cluster, node, max_size, now)
+        return drained
+
+    def _drain_node(self, cluster: ClusterView, node: int, max_size: int, now: float) -> list[ProducerBatch]:
+        ready: list[ProducerBatch] = []
+        parts = cluster.partitions_for_node(node)
+        count = len(parts)
+        if not count:
+            return ready
+        tm = self._tm
+        muted = self._muted
+        batches = self.batches
+        size = 0
+        start = index = self._drain_index.get(node, 0) % count
+        while True:
+            tp = parts[index]
+            self._drain_index[node] = index
+            index = (index + 1) % count
+            batch: ProducerBatch | None = None
+            if tp not in muted:
+                pq = batches.get(tp)
+                if pq is not None and pq.deque:
+                    leader_epoch = cluster.leader_epoch(tp)
+                    with pq.lock:
+                        dq = pq.deque
+                        first = dq[0] if dq else None
+                        if first is not None:
+                            first.maybe_update_leader_epoch(leader_epoch)
+                            if not self._should_backoff(first, first.waited_time_ms(now)):
+                                if size + first.builder.estimated_size_in_bytes > max_size and ready:
+                                    break  # the rest waits for the next request
+                                if tm is not None and (
+                                    not tm.is_send_to_partition_allowed(tp)
+                                    or not tm.has_producer_id()
+                                    or tm.should_stop_drain(tp, first)
+                                ):
+                                    break
+                                batch = dq.popleft()
+                                if tm is not None and not batch.has_sequence():
+                                    tm.assign_sequence(batch)
+            if batch is not None:
+                wire = batch.close()  # encoding happens outside the queue lock
+                if self._compression != CompressionType.NONE:
+                    self._update_compression_ratio(tp[0], batch.compression_ratio)
+                size += len(wire)
+                ready.append(batch)
+                batch.drained(now)
+            if index == start:
+                break
+        return ready
+
+    def _update_compression_ratio(self, topic: str, observed: float) -> None:
+        """Java's ``CompressionRatioEstimator.updateEstimation``: creep down, jump up."""
+        info = self._topics.get(topic)
+        if info is None:
+            return
+        current = info.compression_ratio
+        if observed > current:
+            info.compression_ratio = max(current + COMPRESSION_RATIO_DETERIORATE_STEP, observed)
+        elif observed < current:
+            info.compression_ratio = max(current - COMPRESSION_RATIO_IMPROVING_STEP, observed)
+
+    def compression_ratio_estimate(self, topic: str) -> float:
+        info = self._topics.get(topic)
+        return 1.0 if info is None else info.compression_ratio
+
+    # ================================================================================ muting
+    def mute(self, tp: TopicPartition) -> None:
+        self._muted.add(tp)
+
+    def unmute(self, tp: TopicPartition) -> None:
+        self._muted.discard(tp)
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        return tp in self._muted
+
+    # ================================================================================ retries, splits, expiry
+    def reenqueue(self, batch: ProducerBatch, now: float) -> None:
+        """Put a batch to retry back at the head of its queue (in base-sequence order if it has a
+        sequence); its backoff for this attempt is drawn now."""
+        batch.reenqueued(now)
+        batch.retry_backoff_ms = self._retry_backoff.backoff(batch.attempts - 1)
+        pq = self._get_or_create_queue(batch.tp)
+        with pq.lock:
+            if batch.has_sequence():
+                _insert_in_sequence_order(pq.deque, batch)
+            else:
+                pq.deque.appendleft(batch)
+
+    def split_and_reenqueue(self, big_batch: ProducerBatch) -> int:
+        """Split a batch the broker rejected as too large and queue the parts at the head (not counted as
+        retries). Returns the number of new batches. The caller still ``deallocate``s ``big_batch``."""
+        topic = big_batch.tp[0]
+        info = self._topic_info(topic)
+        if self._compression != CompressionType.NONE:
+            info.compression_ratio = max(1.0, big_batch.compression_ratio)
+        compression, level, ratio = self._compression, self._compression_level, info.compression_ratio
+
+        def make(limit: int) -> RecordBatchBuilder:
+            return RecordBatchBuilder(None, limit, compression, level, ratio)
+
+        parts = big_batch.split(self._batch_size, make)
+        pq = self._get_or_create_queue(big_batch.tp)
+        tm = self._tm
+        # Optional hook: the split batches carry sequences and are in flight from the TM's point of view.
+        add_in_flight = getattr(tm, "add_in_flight_batch", None) if tm is not None else None
+        for batch in reversed(parts):
+            self._incomplete.add(batch)
+            with pq.lock:
+                if batch.has_sequence():
+                    if add_in_flight is not None:
+                        add_in_flight(batch)
+                    _insert_in_sequence_order(pq.deque, batch)
+                else:
+                    pq.deque.appendleft(batch)
+        return len(parts)
+
+    def expired_batches(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued batches created at least ``delivery.timeout.ms`` ago (from each
+        queue's head). The caller fails them."""
+        expired: list[ProducerBatch] = []
+        timeout = self._delivery_timeout_ms
+        for pq in self.batches.values():
+            dq = pq.deque
+            if not dq:
+                continue
+            with pq.lock:
+                while dq:
+                    batch = dq[0]
+                    if batch.has_reached_delivery_timeout(timeout, now):
+                        dq.popleft()
+                        batch.abort_record_appends()
+                        expired.append(batch)
+                    else:
+                        expiry = batch.created_ms + timeout
+                        if expiry < self.next_batch_expiry_time_ms:
+                            self.next_batch_expiry_time_ms = expiry
+                        break
+        return expired
+
+    def reset_next_batch_expiry_time(self) -> None:
+        self.next_batch_expiry_time_ms = math.inf
+
+    @property
+    def delivery_timeout_ms(self) -> float:
+        return self._delivery_timeout_ms
+
+    # ================================================================================ completion
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Forget a finished batch and give its buffer back to the pool (split batches have none)."""
+        self._incomplete.discard(batch)
+        buffer = batch.buffer
+        if buffer is not None and batch.pooled:
+            batch.buffer = None  # never return the same buffer twice
+            self.pool.deallocate(buffer, batch.initial_capacity)
+
+    def begin_flush(self) -> None:
+        """Make every batch immediately sendable until the matching ``await_flush_completion``."""
+        with self._flush_lock:
+            self._flushes_in_progress += 1
+
+    def await_flush_completion(self, timeout: float | None = None) -> bool:
+        """Wait (``timeout`` in seconds, None = forever) until every batch that existed at this call is
+        complete, including batches they were split into. Ends the flush begun by ``begin_flush``."""
+        try:
+            results = [batch.result for batch in list(self._incomplete)]
+            if timeout is None:
+                for result in results:
+                    result.wait(None)
+                return True
+            deadline = time.monotonic() + timeout
+            return all(result.wait(max(0.0, deadline - time.monotonic())) for result in results)
+        finally:
+            with self._flush_lock:
+                self._flushes_in_progress -= 1
+
+    def flush_in_progress(self) -> bool:
+        return self._flushes_in_progress > 0
+
+    def has_undrained(self) -> bool:
+        return any(pq.deque for pq in self.batches.values())
+
+    def has_incomplete(self) -> bool:
+        return bool(self._incomplete)
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        return list(self._incomplete)
+
+    # ================================================================================ close and abort
+    def close(self) -> None:
+        """Refuse new appends (``ProducerClosedError``) and wake threads blocked on memory."""
+        self._closed = True
+        self.pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def abort_incomplete_batches(self, error: BaseException | None = None) -> None:
+        """Fail every incomplete batch, sent or not (forced close). After ``close`` this catches
+        batches created by appends that were in progress: every queue lock is taken once after the
+        closed flag is set, so no append can still be adding a batch."""
+        if error is None:
+            error = ProducerClosedError("Producer is closed forcefully.")
+        self._abort_batches(error)
+        if self._closed:
+            for pq in self.batches.values():
+                with pq.lock:
+                    pass
+            self._abort_batches(error)
+
+    def _abort_batches(self, error: BaseException) -> None:
+        for batch in list(self._incomplete):
+            pq = self.batches.get(batch.tp)
+            if pq is not None:
+                with pq.lock:
+                    batch.abort_record_appends()
+                    _remove(pq.deque, batch)
+            batch.abort(error)
+            self.deallocate(batch)
+
+    def abort_undrained_batches(self, error: BaseException) -> None:
+        """Fail the batches that were never sent (transaction abort)."""
+        tm = self._tm
+        for batch in list(self._incomplete):
+            pq = self.batches.get(batch.tp)
+            aborted = False
+            if pq is not None:
+                with pq.lock:
+                    unsent = not batch.has_sequence() if tm is not None else not batch.is_closed()
+                    if unsent:
+                        aborted = True
+                        batch.abort_record_appends()
+                        _remove(pq.deque, batch)
+            if aborted:
+                batch.abort(error)
+                self.deallocate(batch)
+
+    # ================================================================================ stats
+    def update_node_latency_stats(self, node_id: int, now: float, can_drain: bool) -> None:
+        """Sender: ``node_id`` had data ready at ``now``; ``can_drain`` if we could send to it."""
+        if self._availability_timeout_ms <= 0:
+            return
+        stats = self._node_stats.get(node_id)
+        if stats is None:
+            stats = self._node_stats[node_id] = NodeLatencyStats(now)
+        if can_drain:
+            stats.drain_time_ms = now
+        stats.ready_time_ms = now
+
+    def node_latency_stats(self, node_id: int) -> NodeLatencyStats | None:
+        return self._node_stats.get(node_id)
+
+    def built_in_partitioner(self, topic: str) -> BuiltInPartitioner:
+        return self._topic_info(topic).partitioner
+
+    def queue_sizes(self) -> dict[TopicPartition, int]:
+        """Batches queued per partition (for metrics)."""
+        return {tp: len(pq.deque) for tp, pq in self.batches.items()}
+
+    def get_deque(self, tp: TopicPartition) -> deque[ProducerBatch] | None:
+        pq = self.batches.get(tp)
+        return None if pq is None else pq.deque
+
+    @property
+    def free(self) -> BufferPool:
+        """The buffer pool (Java's field name)."""
+        return self.pool
+
+    def buffer_pool_available_memory(self) -> int:
+        return self.pool.available_memory()
+
+
+def _remove(dq: deque[ProducerBatch], batch: ProducerBatch) -> None:
+    try:
+        dq.remove(batch)
+    except ValueError:
+        pass
+
+
+def _insert_in_sequence_order(dq: deque[ProducerBatch], batch: ProducerBatch) -> None:
+    """Java ``insertInSequenceOrder``: keep queued batches that have sequences sorted by base sequence."""
+    if not batch.has_sequence():
+        raise IllegalStateError(
+            f"Trying to re-enqueue a batch without a sequence for {batch.tp[0]}-{batch.tp[1]} "
+            "although idempotence is enabled"
+        )
+    ahead: list[ProducerBatch] = []
+    while dq and dq[0].has_sequence() and dq[0].base_sequence < batch.base_sequence:
+        ahead.append(dq.popleft())
+    dq.appendleft(batch)
+    for earlier in reversed(ahead):
+        dq.appendleft(earlier)

@@ -1,0 +1,86 @@
+"""Producer metrics with the Java client's names.
+
+How it works: the Sender thread updates plain counters (no locks: a metric may lag by one update);
+``snapshot()`` turns them into Java-named values: rates are per second over the producer's lifetime
+window (reset by ``snapshot(reset_window=True)``), averages over all batches/requests seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .._clock import Clock
+
+if TYPE_CHECKING:
+    from .producer_batch import ProducerBatch
+
+
+class ProducerMetrics:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.window_start_ms = clock.monotonic_ms()
+        self.records_sent = 0
+        self.records_failed = 0
+        self.records_retried = 0
+        self.batches_sent = 0
+        self.batch_bytes = 0
+        self.requests = 0
+        self.records_in_requests = 0
+        self.compressed_bytes = 0
+        self.uncompressed_bytes = 0
+        self.latency_total_ms = 0.0
+        self.latency_count = 0
+        self.latency_max_ms = 0.0
+        self.splits = 0
+        self.gauges: dict[str, Callable[[], float]] = {}
+
+    def record_request(self, batches: Sequence[ProducerBatch]) -> None:
+        self.requests += 1
+        for b in batches:
+            self.batches_sent += 1
+            self.records_in_requests += b.record_count
+            size = len(b.records_bytes)
+            self.batch_bytes += size
+            self.compressed_bytes += size
+            self.uncompressed_bytes += max(size, b.builder.uncompressed_bytes + 61)
+
+    def record_latency(self, ms: float) -> None:
+        self.latency_total_ms += ms
+        self.latency_count += 1
+        if ms > self.latency_max_ms:
+            self.latency_max_ms = ms
+
+    def record_success(self, batch: ProducerBatch) -> None:
+        self.records_sent += batch.record_count
+
+    def record_errors(self, n: int) -> None:
+        self.records_failed += n
+
+    def record_retry(self, n: int) -> None:
+        self.records_retried += n
+
+    def record_split(self) -> None:
+        self.splits += 1
+
+    def snapshot(self) -> dict[str, float]:
+        elapsed_s = max((self.clock.monotonic_ms() - self.window_start_ms) / 1000.0, 1e-9)
+        out: dict[str, float] = {
+            "record-send-total": float(self.records_sent),
+            "record-send-rate": self.records_sent / elapsed_s,
+            "record-error-total": float(self.records_failed),
+            "record-error-rate": self.records_failed / elapsed_s,
+            "record-retry-total": float(self.records_retried),
+            "record-retry-rate": self.records_retried / elapsed_s,
+            "batch-size-avg": self.batch_bytes / self.batches_sent if self.batches_sent else 0.0,
+            "records-per-request-avg": (self.records_in_requests / self.requests) if self.requests else 0.0,
+            "compression-rate-avg": (self.compressed_bytes / self.uncompressed_bytes)
+            if self.uncompressed_bytes else 1.0,
+            "request-total": float(self.requests),
+            "request-latency-avg": (self.latency_total_ms / self.latency_count) if self.latency_count else 0.0,
+            "request-latency-max": self.latency_max_ms,
+            "batch-split-total": float(self.splits),
+        }
+        for name, fn in self.gauges.items():
+            out[name] = float(fn())
+        return out

@@ -1,0 +1,424 @@
+"""KafkaProducer: the public producer (seed 004's send path).
+
+How it works: ``send()`` runs in the caller's thread and only does cheap work: serialize key and
+value, look up the topic in the current metadata snapshot (waiting up to ``max.block.ms`` only the
+first time a topic is seen), choose the partition (explicit, custom partitioner, murmur2 of the key,
+or -1 = "let the accumulator's sticky partitioner choose"), and append to the RecordAccumulator, which
+returns a future. The Sender thread (``sender.py``) owns all network I/O. ``flush()`` marks every
+batch sendable and waits for the batches that existed when it was called; ``close()`` stops accepting
+sends, lets the Sender drain what is buffered, and forces the rest to fail at its timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import errors
+from .._clock import SYSTEM_CLOCK, Clock
+from .._types import ClusterView
+from ..config import ProducerConfig
+from ..net.client import NetworkClient
+from ..net.metadata import Metadata, MetadataUpdater
+from ..record.builder import estimate_batch_size_upper_bound
+from ..record.compression import CompressionType
+from ..serializers import BUILTIN_SERIALIZERS, serialize
+from .accumulator import RecordAccumulator
+from .future import FutureRecordMetadata, RecordMetadata
+from .metrics import ProducerMetrics
+from .murmur2 import murmur2
+from .partitioner import Partitioner, resolve_partitioner
+from .sender import Sender
+from .transaction_manager import TransactionManager
+
+if TYPE_CHECKING:
+    import pyarrow
+
+log = logging.getLogger("sparkafka.producer")
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_time_ns = time.time_ns
+_live_producers: weakref.WeakSet[KafkaProducer] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for p in list(_live_producers):
+        p._forked_from = p._owner_pid
+        p._closing = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def validate_topic_name(topic: object) -> str:
+    if not isinstance(topic, str):
+        raise errors.InvalidTopicNameError(f"topic must be a str, got {type(topic).__name__}")
+    if topic in (".", "..") or not _LEGAL_TOPIC.match(topic):
+        raise errors.InvalidTopicNameError(
+            f"invalid topic name {topic!r}: it must be 1 to 249 characters of ASCII letters, digits, "
+            "'.', '_' or '-', and not '.' or '..'")
+    return topic
+
+
+class KafkaProducer:
+    """A thread-safe Kafka producer. Create one per process and share it across threads.
+
+    ``KafkaProducer({"bootstrap.servers": "host:9092", "linger.ms": 5})`` or
+    ``KafkaProducer(bootstrap_servers="host:9092", linger_ms=5)``.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | ProducerConfig | None = None, *,
+                 clock: Clock | None = None, **kwargs: Any) -> None:
+        if isinstance(config, ProducerConfig):
+            cfg = config
+        else:
+            cfg = ProducerConfig.from_mapping(config, **kwargs)
+        self.config = cfg
+        self._clock = clock or SYSTEM_CLOCK
+        self._owner_pid = os.getpid()
+        self._forked_from: int | None = None
+        self._closing = False
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+        raw = BUILTIN_SERIALIZERS["bytes"]
+        self._key_ser = None if cfg.key_serializer is raw else cfg.key_serializer
+        self._value_ser = None if cfg.value_serializer is raw else cfg.value_serializer
+        self._partitioner: Partitioner | None = resolve_partitioner(cfg.partitioner_class)
+        self._ignore_keys = bool(cfg.partitioner_ignore_keys)
+        self._max_block_ms = int(cfg.max_block_ms)
+        self._max_request_size = int(cfg.max_request_size)
+        self._buffer_memory = int(cfg.buffer_memory)
+        self._record_limit = min(self._max_request_size, self._buffer_memory)
+        self._valid_topics: set[str] = set()
+
+        self.metrics_registry = ProducerMetrics(self._clock)
+        self._metadata = Metadata(
+            bootstrap_servers=cfg.bootstrap_servers,
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
+            metadata_max_idle_ms=cfg.metadata_max_idle_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            clock=self._clock,
+        )
+        self._client = NetworkClient(
+            cfg.bootstrap_servers,
+            client_id=cfg.client_id,
+            request_timeout_ms=cfg.request_timeout_ms,
+            reconnect_backoff_ms=cfg.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=cfg.reconnect_backoff_max_ms,
+            socket_connection_setup_timeout_ms=cfg.socket_connection_setup_timeout_ms,
+            socket_connection_setup_timeout_max_ms=cfg.socket_connection_setup_timeout_max_ms,
+            max_in_flight_per_connection=cfg.max_in_flight_requests_per_connection,
+            send_buffer_bytes=cfg.send_buffer_bytes,
+            receive_buffer_bytes=cfg.receive_buffer_bytes,
+            clock=self._clock,
+            security=cfg,
+        )
+        self._tm: TransactionManager | None = None
+        if cfg.enable_idempotence:
+            self._tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms,
+                                          cfg.retry_backoff_ms)
+        self._accumulator = RecordAccumulator(
+            batch_size=max(1, int(cfg.batch_size)),
+            buffer_memory=self._buffer_memory,
+            compression=CompressionType.from_name(cfg.compression_type),
+            compression_level=cfg.compression_level(),
+            linger_ms=cfg.linger_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            delivery_timeout_ms=cfg.delivery_timeout_ms,
+            partitioner_ignore_keys=self._ignore_keys,
+            adaptive_partitioning=cfg.partitioner_adaptive_partitioning_enable,
+            availability_timeout_ms=cfg.partitioner_availability_timeout_ms,
+            partitioner=self._partitioner,
+            clock=self._clock,
+            transaction_manager=self._tm,
+        )
+        self.metrics_registry.gauges.update({
+            "buffer-total-bytes": lambda: float(self._buffer_memory),
+            "buffer-available-bytes": lambda: float(self._accumulator.free.available_memory()),
+            "waiting-threads": lambda: float(self._accumulator.free.queued()),
+            "bufferpool-wait-ratio": lambda: float(self._accumulator.free.wait_ratio()),
+            "requests-in-flight": lambda: float(self._client.in_flight_count()),
+        })
+        updater = MetadataUpdater(self._metadata, self._client, clock=self._clock)
+        self._sender = Sender(
+            client=self._client, metadata=self._metadata, metadata_updater=updater,
+            accumulator=self._accumulator, transaction_manager=self._tm, clock=self._clock,
+            metrics=self.metrics_registry, acks=int(cfg.acks), retries=int(cfg.retries),
+            max_request_size=self._max_request_size, request_timeout_ms=int(cfg.request_timeout_ms),
+            delivery_timeout_ms=int(cfg.delivery_timeout_ms), retry_backoff_ms=int(cfg.retry_backoff_ms),
+            guarantee_message_order=int(cfg.max_in_flight_requests_per_connection) == 1,
+            transactional_id=cfg.transactional_id,
+        )
+        self._io_thread = threading.Thread(
+            target=self._sender.run, name=f"kafka-producer-network-thread | {cfg.client_id}", daemon=True)
+        self._io_thread.start()
+        _live_producers.add(self)
+
+    # ------------------------------------------------------------------ send
+    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+             timestamp: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+             callback: Any = None) -> FutureRecordMetadata:
+        """Append a record and return its future. Raises at once for bad input, a closed producer,
+        or when metadata/memory are not available within ``max.block.ms``."""
+        if self._closing:
+            raise self._closed_error()
+        ks = self._key_ser
+        if ks is not None:
+            key = serialize(ks, topic, "key", key)
+        elif key is not None and type(key) is not bytes:
+            key = _as_bytes(key, topic, "key")
+        vs = self._value_ser
+        if vs is not None:
+            value = serialize(vs, topic, "value", value)
+        elif value is not None and type(value) is not bytes:
+            value = _as_bytes(value, topic, "value")
+        if headers is not None:
+            headers = _check_headers(headers)
+        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if size + 256 >= self._record_limit or headers:
+            self._check_record_size(topic, key, value, headers)
+        cluster = self._metadata.fetch()
+        n = cluster.partition_count(topic)
+        if n is None or (partition is not None and type(partition) is int and partition >= n):
+            cluster, n = self._wait_on_metadata(topic, partition)
+        if partition is None:
+            if self._partitioner is not None:
+                partition = self._partitioner.partition(topic, None, key, None, value, cluster)
+                if not 0 <= partition < n:
+                    raise errors.InvalidRecordInputError(
+                        f"the partitioner returned partition {partition} for topic {topic!r}, "
+                        f"which has {n} partitions")
+            elif key is not None and not self._ignore_keys:
+                partition = (murmur2(key) & 0x7FFFFFFF) % n
+            else:
+                partition = -1
+        elif type(partition) is not int or partition < 0 or partition >= n:
+            raise errors.InvalidRecordInputError(
+                f"partition {partition!r} is out of range for topic {topic!r}: it has {n} partitions "
+                f"(0..{n - 1})")
+        if timestamp is None:
+            timestamp = _time_ns() // 1_000_000
+        elif type(timestamp) is not int or timestamp < 0:
+            raise errors.InvalidRecordInputError(
+                f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
+        tm = self._tm
+        if tm is not None and (tm.transactional_id is not None or tm.last_error is not None):
+            tm.check_send_allowed()
+        result = self._accumulator.append(topic, partition, timestamp, key, value, headers, callback,
+                                          self._max_block_ms, self._clock.monotonic_ms(), cluster)
+        if tm is not None and tm.transactional_id is not None:
+            tm.maybe_add_partition((topic, result.partition))
+        if result.batch_is_full or result.new_batch_created:
+            self._client.wakeup()
+        future = result.future
+        assert future is not None
+        return future
+
+    def send_arrow(self, topic: str | None, batch: pyarrow.RecordBatch, **columns: Any) -> Any:
+        """Send every row of an Arrow record batch (columns ``value``, ``key``, ``topic``,
+        ``partition``, ``headers``, as in Spark's Kafka sink). See ``sparkafka.arrow_send``."""
+        from ..arrow_send import send_arrow
+
+        return send_arrow(self, topic, batch, **columns)
+
+    def _check_record_size(self, topic: str, key: bytes | None, value: bytes | None,
+                           headers: Sequence[tuple[str, bytes | None]] | None) -> None:
+        size = estimate_batch_size_upper_bound(key, value, headers)
+        if size > self._max_request_size:
+            raise errors.RecordTooLargeError(
+                f"the record to topic {topic!r} is {size} bytes when serialized, which is larger than "
+                f"max.request.size ({self._max_request_size})")
+        if size > self._buffer_memory:
+            raise errors.RecordTooLargeError(
+                f"the record to topic {topic!r} is {size} bytes when serialized, which is larger than "
+                f"buffer.memory ({self._buffer_memory})")
+
+    def _wait_on_metadata(self, topic: str, partition: int | None) -> tuple[ClusterView, int]:
+        if topic not in self._valid_topics:
+            validate_topic_name(topic)
+            self._valid_topics.add(topic)
+        if partition is not None and (type(partition) is not int or partition < 0):
+            raise errors.InvalidRecordInputError(
+                f"partition must be a non-negative int or None, got {partition!r}")
+        self._metadata.add_topic(topic, self._clock.monotonic_ms())
+        self._metadata.request_update()
+        self._client.wakeup()
+        cluster = self._metadata.wait_for_topic(topic, partition, self._max_block_ms,
+                                                wakeup=self._client.wakeup)
+        n = cluster.partition_count(topic)
+        assert n is not None
+        return cluster, n
+
+    def _closed_error(self) -> errors.KafkaError:
+        if self._forked_from is not None and os.getpid() != self._forked_from:
+            return errors.ProducerClosedError(
+                f"this KafkaProducer was created in process {self._forked_from} and cannot be used in "
+                f"the forked child process {os.getpid()}: its I/O thread does not exist here. "
+                "Create a new KafkaProducer in the child.")
+        return errors.ProducerClosedError("cannot send: the producer is closed")
+
+    # ------------------------------------------------------ flush and close
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every record sent before this call is complete (acknowledged or failed).
+
+        Raises KafkaTimeoutError if that takes longer than ``timeout`` seconds."""
+        if self._closed:
+            return
+        if self._forked_from is not None:
+            raise self._closed_error()
+        if threading.get_ident() == self._sender.thread_ident:
+            raise errors.IllegalStateError("flush() cannot be called from a producer callback")
+        self._accumulator.begin_flush()
+        self._client.wakeup()
+        if not self._accumulator.await_flush_completion(timeout):
+            raise errors.KafkaTimeoutError(
+                f"flush() timed out after {timeout}s with records still not acknowledged")
+        err = self._tm.last_error if self._tm is not None and self._tm.has_fatal_error() else None
+        if err is not None and isinstance(err, errors.AuthenticationError):
+            raise err
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is buffered and stop the I/O thread, waiting at most ``timeout`` seconds
+        (None = until done). Records still pending at the timeout fail with ProducerClosedError.
+        Called from a callback, it closes at once without waiting."""
+        if self._forked_from is not None:
+            self._closing = self._closed = True
+            return
+        in_callback = threading.get_ident() == self._sender.thread_ident
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closing = True
+            if in_callback or timeout == 0:
+                self._sender.force()
+            else:
+                self._sender.initiate_close()
+        if in_callback:
+            self._closed = True
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._io_thread.join(timeout)
+        if self._io_thread.is_alive():
+            log.warning("close() timed out; failing records still pending")
+            self._sender.force()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._io_thread.join(min(remaining, 0.5) if remaining is not None else None)
+        self._metadata.close()
+        self._closed = True
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ metadata
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (waits up to ``max.block.ms`` for metadata)."""
+        if self._closing:
+            raise self._closed_error()
+        validate_topic_name(topic)
+        cluster = self._metadata.fetch()
+        n = cluster.partition_count(topic)
+        if n is None:
+            cluster, n = self._wait_on_metadata(topic, None)
+        return list(range(n))
+
+    def metrics(self) -> dict[str, float]:
+        """Java-named producer metrics (record-send-rate, request-latency-avg, ...)."""
+        return self.metrics_registry.snapshot()
+
+    # -------------------------------------------------------- transactions
+    def _txn(self) -> TransactionManager:
+        if self._tm is None or self._tm.transactional_id is None:
+            raise errors.IllegalStateError(
+                "transactions need a transactional.id (and enable.idempotence, on by default)")
+        if self._closing:
+            raise self._closed_error()
+        return self._tm
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Register the transactional.id with its coordinator, fencing older producers with it."""
+        tm = self._txn()
+        result = tm.initialize_transactions()
+        self._client.wakeup()
+        result.wait(timeout if timeout is not None else self._max_block_ms / 1000.0)
+
+    def begin_transaction(self) -> None:
+        self._txn().begin_transaction()
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit. Raises if any record of the transaction failed (then abort)."""
+        tm = self._txn()
+        result = tm.begin_commit()
+        self._client.wakeup()
+        result.wait(timeout if timeout is not None else self._max_block_ms / 1000.0)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        tm = self._txn()
+        result = tm.begin_abort()
+        self._client.wakeup()
+        result.wait(timeout if timeout is not None else self._max_block_ms / 1000.0)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[KafkaProducer]:
+        """``with producer.transaction(): producer.send(...)`` commits, or aborts on an exception."""
+        self.begin_transaction()
+        try:
+            yield self
+        except BaseException:
+            tm = self._tm
+            if tm is not None and not tm.has_fatal_error():
+                self.abort_transaction()
+            raise
+        self.commit_transaction()
+
+    def __repr__(self) -> str:
+        return f"KafkaProducer(client_id={self.config.client_id!r}, closed={self._closed})"
+
+
+def _as_bytes(obj: object, topic: str, field: str) -> bytes:
+    if isinstance(obj, (bytearray, memoryview)):
+        return bytes(obj)
+    raise errors.SerializationError(
+        f"the {field} for topic {topic!r} is a {type(obj).__name__}, not bytes; configure "
+        f"{field}.serializer (e.g. 'str', 'json', 'int' or a callable) to send such objects")
+
+
+def _check_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
+    out: list[tuple[str, bytes | None]] = []
+    try:
+        items = list(headers)
+    except TypeError:
+        raise errors.InvalidRecordInputError(
+            f"headers must be a sequence of (str, bytes) pairs, got {type(headers).__name__}") from None
+    for i, h in enumerate(items):
+        if not isinstance(h, tuple) or len(h) != 2:
+            raise errors.InvalidRecordInputError(f"header {i} must be a (key, value) pair, got {h!r}")
+        k, v = h
+        if not isinstance(k, str):
+            raise errors.InvalidRecordInputError(f"header {i} key must be a str, got {type(k).__name__}")
+        if v is not None and type(v) is not bytes:
+            if isinstance(v, (bytearray, memoryview)):
+                v = bytes(v)
+            elif isinstance(v, str):
+                v = v.encode()
+            else:
+                raise errors.InvalidRecordInputError(
+                    f"header {k!r} value must be bytes, str or None, got {type(v).__name__}")
+        out.append((k, v))
+    return out
+
+
+__all__ = ["KafkaProducer", "RecordMetadata", "validate_topic_name"]

@@ -1,0 +1,405 @@
+"""One batch of records for one partition, from first append to final completion (Java's ``ProducerBatch``).
+
+How it works: the batch wraps a ``RecordBatchBuilder`` (which keeps the appended records and encodes
+them once, at ``close``) and a ``ProduceRequestResult`` shared by the futures of its records.
+``try_append`` returns a ``FutureRecordMetadata`` (or None when the batch has no room) and remembers
+``(callback, future)`` only for records that have a callback. The Sender drives the rest of the life
+cycle: ``close`` when drained (idempotent), ``set_producer_state`` for idempotence (before close it is
+passed to the builder, after close the header is patched and the CRC redone), ``reenqueued`` for
+retries, and ``done``/``abort`` exactly once — the first completion wins, the result is published,
+then callbacks run in append order (each guarded, so one raising callback does not stop the others),
+then waiters are released. A batch the broker rejects as too large is ``split`` into new batches
+built outside the buffer pool from the same records; the old result redirects every record to its
+new batch, so user futures and callbacks complete from there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import logging
+import threading
+from collections.abc import Callable
+
+from sparkafka._types import Headers, TopicPartition
+from sparkafka.errors import IllegalStateError, RecordTooLargeError
+from sparkafka.producer.future import (
+    NO_OFFSET,
+    NO_TIMESTAMP,
+    FutureRecordMetadata,
+    ProduceRequestResult,
+    RecordCallback,
+)
+from sparkafka.record.builder import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RecordBatchBuilder,
+    estimate_batch_size_upper_bound,
+    increment_sequence,
+    set_producer_state,
+)
+
+__all__ = ["BuilderFactory", "FinalState", "ProducerBatch"]
+
+log = logging.getLogger("sparkafka.producer")
+
+_FINAL_STATE_LOCK = threading.Lock()
+"""Makes the first-completion-wins transition atomic (taken once per batch completion)."""
+
+BuilderFactory = Callable[[int], RecordBatchBuilder]
+"""Makes an empty builder with the given write limit (used by ``split``)."""
+
+
+class FinalState(enum.Enum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    ABORTED = "ABORTED"
+
+
+class ProducerBatch:
+    """Records bound for one partition, sent together in one Produce request."""
+
+    __slots__ = (
+        "_wire",
+        "appended_bytes",
+        "attempts",
+        "attempts_when_leader_last_changed",
+        "base_sequence",
+        "buffer",
+        "builder",
+        "callbacks",
+        "created_ms",
+        "current_leader_epoch",
+        "drained_ms",
+        "final_state",
+        "in_request",
+        "initial_capacity",
+        "is_split_batch",
+        "is_transactional",
+        "last_append_ms",
+        "last_attempt_ms",
+        "pooled",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "reopened",
+        "result",
+        "retry",
+        "retry_backoff_ms",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        builder: RecordBatchBuilder,
+        created_ms: float,
+        buffer: bytearray | None = None,
+        pooled: bool = False,
+    ) -> None:
+        self.tp = tp
+        self.builder = builder
+        self.created_ms = created_ms
+        self.buffer = buffer
+        """The bytearray the batch was given (returned to the pool by ``RecordAccumulator.deallocate``)."""
+        self.pooled = pooled and buffer is not None
+        self.initial_capacity = len(buffer) if buffer is not None else 0
+        self.result = ProduceRequestResult(tp[0], tp[1])
+        self.callbacks: list[tuple[RecordCallback, FutureRecordMetadata]] | None = None
+        self.record_count = 0
+        self.appended_bytes = 0
+        """Growth of the size estimate caused by the last successful ``try_append``."""
+        self.attempts = 0
+        self.last_attempt_ms = created_ms
+        self.last_append_ms = created_ms
+        self.drained_ms = 0.0
+        self.retry = False
+        self.retry_backoff_ms = -1.0
+        """Backoff drawn for the current retry attempt (set by the accumulator on re-enqueue)."""
+        self.final_state: FinalState | None = None
+        self.producer_id = NO_PRODUCER_ID
+        self.producer_epoch = NO_PRODUCER_EPOCH
+        self.base_sequence = NO_SEQUENCE
+        self.is_transactional = False
+        self.reopened = False
+        self.current_leader_epoch = -1
+        self.attempts_when_leader_last_changed = 0
+        self.is_split_batch = False
+        self.in_request = False
+        """Free for the Sender's use: set while the batch is part of an outstanding request."""
+        self._wire: memoryview | None = None
+
+    # -- appending -------------------------------------------------------------------------------
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        callback: RecordCallback | None,
+        now: float,
+    ) -> FutureRecordMetadata | None:
+        """Append a record; None if the batch has no room (or is closed for appends)."""
+        grown = self.builder.try_append(timestamp, key, value, headers)
+        if grown < 0:
+            return None
+        self.appended_bytes = grown
+        index = self.record_count
+        future = FutureRecordMetadata(
+            self.result, index, timestamp,
+            -1 if key is None else len(key), -1 if value is None else len(value),
+        )
+        if callback is not None:
+            callbacks = self.callbacks
+            if callbacks is None:
+                self.callbacks = [(callback, future)]
+            else:
+                callbacks.append((callback, future))
+        self.record_count = index + 1
+        self.last_append_ms = now
+        return future
+
+    def is_full(self) -> bool:
+        return self.builder.is_full()
+
+    @property
+    def estimated_size_in_bytes(self) -> int:
+        return self.builder.estimated_size_in_bytes
+
+    @property
+    def compression_ratio(self) -> float:
+        """Compressed / uncompressed size of the records (1.0 until closed or without compression)."""
+        return self.builder.actual_compression_ratio
+
+    def close_for_appends(self) -> None:
+        """Refuse further appends (Java ``closeForRecordAppends``)."""
+        self.builder.close_for_appends()
+
+    abort_record_appends = close_for_appends
+
+    # -- wire bytes ------------------------------------------------------------------------------
+    def close(self) -> memoryview:
+        """Encode the batch (once) with the current producer state; returns its wire bytes."""
+        self.reopened = False
+        wire = self._wire
+        if wire is None:
+            wire = self._wire = self.builder.close(
+                self.producer_id, self.producer_epoch, self.base_sequence, self.is_transactional
+            )
+        return wire
+
+    @property
+    def records_bytes(self) -> memoryview:
+        """The encoded batch (closes it if needed)."""
+        return self._wire if self._wire is not None else self.close()
+
+    def is_closed(self) -> bool:
+        return self._wire is not None
+
+    # -- producer state (idempotence) ------------------------------------------------------------
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Set PID, epoch, base sequence and the transactional flag (patches the bytes if closed)."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+        wire = self._wire
+        if wire is not None and len(wire):
+            set_producer_state(wire, producer_id, producer_epoch, base_sequence, is_transactional)
+
+    def reset_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Renumber an in-flight batch after an epoch bump (Java ``resetProducerState``)."""
+        self.reopened = True
+        self.set_producer_state(producer_id, producer_epoch, base_sequence, self.is_transactional)
+
+    def has_sequence(self) -> bool:
+        return self.base_sequence != NO_SEQUENCE
+
+    @property
+    def last_sequence(self) -> int:
+        """Base sequence of the last record (Java ``lastSequence``: no wrap-around)."""
+        return self.base_sequence + self.record_count - 1
+
+    def sequence_has_been_reset(self) -> bool:
+        return self.reopened
+
+    # -- retries and timing ----------------------------------------------------------------------
+    def in_retry(self) -> bool:
+        return self.retry
+
+    def reenqueued(self, now: float) -> None:
+        """Count a retry attempt; the retry backoff runs from ``now``."""
+        self.attempts += 1
+        last = self.last_append_ms if self.last_append_ms > now else now
+        self.last_attempt_ms = last
+        self.last_append_ms = last
+        self.retry = True
+
+    def drained(self, now: float) -> None:
+        if now > self.drained_ms:
+            self.drained_ms = now
+
+    def waited_time_ms(self, now: float) -> float:
+        waited = now - self.last_attempt_ms
+        return waited if waited > 0 else 0.0
+
+    def queue_time_ms(self) -> float:
+        return self.drained_ms - self.created_ms
+
+    def has_reached_delivery_timeout(self, delivery_timeout_ms: float, now: float) -> bool:
+        """True once ``delivery.timeout.ms`` has passed since the batch was created."""
+        return delivery_timeout_ms <= now - self.created_ms
+
+    def maybe_update_leader_epoch(self, leader_epoch: int) -> None:
+        """Note a newer leader epoch (-1 = unknown); remembers at which attempt it changed (KIP-951)."""
+        if leader_epoch >= 0 and (self.current_leader_epoch < 0 or self.current_leader_epoch < leader_epoch):
+            self.attempts_when_leader_last_changed = self.attempts
+            self.current_leader_epoch = leader_epoch
+
+    def has_leader_changed_for_the_ongoing_retry(self) -> bool:
+        """True if this retry goes to a newer leader than the previous attempt (skip the backoff)."""
+        attempts = self.attempts
+        return attempts >= 1 and attempts == self.attempts_when_leader_last_changed
+
+    # -- completion ------------------------------------------------------------------------------
+    def is_done(self) -> bool:
+        return self.final_state is not None
+
+    def done(
+        self,
+        base_offset: int,
+        log_append_time: int,
+        error: BaseException | None = None,
+        record_errors: dict[int, BaseException] | None = None,
+    ) -> bool:
+        """Complete the batch: success if ``error`` is None (and no ``record_errors``), else failure.
+
+        ``record_errors`` maps a record index to its own error; the others get ``error``. The first
+        completion wins; later calls return False (a late success after a failure is logged).
+        """
+        failed = error is not None or bool(record_errors)
+        state = FinalState.FAILED if failed else FinalState.SUCCEEDED
+        return self._complete(state, base_offset, log_append_time, error, record_errors)
+
+    def abort(self, error: BaseException) -> bool:
+        """Fail the batch with ``error`` without it having been answered (final state ABORTED)."""
+        return self._complete(FinalState.ABORTED, NO_OFFSET, NO_TIMESTAMP, error, None)
+
+    def _complete(
+        self,
+        state: FinalState,
+        base_offset: int,
+        log_append_time: int,
+        error: BaseException | None,
+        record_errors: dict[int, BaseException] | None,
+    ) -> bool:
+        with _FINAL_STATE_LOCK:
+            previous = self.final_state
+            if previous is None:
+                self.final_state = state
+        if previous is not None:
+            if previous is FinalState.SUCCEEDED:
+                log.warning("Ignored %s for batch %s that had already SUCCEEDED", state.value, self)
+            elif state is FinalState.SUCCEEDED:
+                log.debug("Batch %s succeeded (base offset %d) after it had already %s",
+                          self, base_offset, previous.value)
+            return False
+        if state is FinalState.SUCCEEDED and record_errors is None:
+            error = None
+        if error is None and record_errors:
+            error = next(iter(record_errors.values()))
+        result = self.result
+        result.set(base_offset, log_append_time, error, record_errors)
+        callbacks = self.callbacks
+        if callbacks:
+            self._run_callbacks(callbacks)
+        result.finish()
+        return True
+
+    def _run_callbacks(self, callbacks: list[tuple[RecordCallback, FutureRecordMetadata]]) -> None:
+        for callback, future in callbacks:
+            try:
+                # A future may come from a batch this one was split from: resolve its index here.
+                result, index = future._resolve()
+                error = result.error_for(index)
+                if error is None:
+                    callback(future._metadata(result, index), None)
+                else:
+                    callback(None, error)
+            except Exception:
+                log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
+                              self.tp[0], self.tp[1])
+
+    # -- splitting (MESSAGE_TOO_LARGE) -----------------------------------------------------------
+    def split(self, split_batch_size: int, new_builder: BuilderFactory | None = None) -> list[ProducerBatch]:
+        """Rebuild this batch's records into batches of about ``split_batch_size`` bytes.
+
+        The new batches are not pooled, keep ``created_ms``, get consecutive sequences if this batch had
+        one, and take over the callbacks; this batch's result then redirects every record to its new
+        batch and completes (its own final state is FAILED).
+        """
+        if self.final_state is not None:
+            raise IllegalStateError(f"Cannot split a batch that is already {self.final_state.value}")
+        records = self.builder.records
+        if not records:
+            raise IllegalStateError(f"Cannot split an empty producer batch for {self.tp[0]}-{self.tp[1]}")
+        make = new_builder or self._default_builder_factory()
+        batches: list[ProducerBatch] = []
+        starts: list[int] = []
+        batch: ProducerBatch | None = None
+        for index, (timestamp, key, value, headers) in enumerate(records):
+            if batch is not None and batch.builder.try_append(timestamp, key, value, headers) >= 0:
+                batch.record_count += 1
+                continue
+            if batch is not None:
+                batch.builder.close_for_appends()
+            limit = max(split_batch_size, estimate_batch_size_upper_bound(key, value, headers))
+            batch = ProducerBatch(self.tp, make(limit), self.created_ms)
+            batch.is_split_batch = True
+            batch.builder.try_append(timestamp, key, value, headers)  # a new batch always takes one record
+            batch.record_count = 1
+            batches.append(batch)
+            starts.append(index)
+        assert batch is not None
+        batch.builder.close_for_appends()
+
+        # Move the callbacks (in append order) to the batch now holding their record.
+        callbacks = self.callbacks
+        if callbacks:
+            for callback, future in callbacks:
+                _, index = future._resolve()
+                target = batches[bisect.bisect_right(starts, index) - 1]
+                if target.callbacks is None:
+                    target.callbacks = [(callback, future)]
+                else:
+                    target.callbacks.append((callback, future))
+        self.callbacks = None
+
+        if self.has_sequence():
+            sequence = self.base_sequence
+            for new in batches:
+                new.set_producer_state(self.producer_id, self.producer_epoch, sequence, self.is_transactional)
+                sequence = increment_sequence(sequence, new.record_count)
+
+        self.result.set_redirect(starts, [new.result for new in batches])
+        with _FINAL_STATE_LOCK:
+            if self.final_state is None:
+                self.final_state = FinalState.FAILED
+        self.result.done(
+            NO_OFFSET, NO_TIMESTAMP, RecordTooLargeError(f"batch for {self.tp[0]}-{self.tp[1]} was split")
+        )
+        return batches
+
+    def _default_builder_factory(self) -> BuilderFactory:
+        compression = self.builder.compression
+
+        def make(limit: int) -> RecordBatchBuilder:
+            return RecordBatchBuilder(None, limit, compression)
+
+        return make
+
+    def __repr__(self) -> str:
+        return f"ProducerBatch({self.tp[0]}-{self.tp[1]}, records={self.record_count})"

@@ -1,0 +1,82 @@
+"""API version negotiation against a broker's ApiVersions answer.
+
+How it works: ``ApiVersionsTable.from_response`` turns a decoded ApiVersions response into
+``{api_key: (min, max)}``. ``pick_version`` intersects a broker's range with the client's range
+(``CLIENT_VERSIONS`` unless given) and returns the highest version both sides support, exactly like
+Java's ``NodeApiVersions.latestUsableVersion``; no overlap raises ``UnsupportedVersionError`` naming
+the API, our range and the broker's range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from sparkafka.errors import ProtocolError, UnsupportedVersionError, error_for_code
+from sparkafka.protocol.messages import CLIENT_VERSIONS, api_name
+
+
+class ApiVersionsTable:
+    """The API version ranges one broker supports."""
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, ranges: Mapping[int, tuple[int, int]]) -> None:
+        self._ranges: dict[int, tuple[int, int]] = dict(ranges)
+
+    @classmethod
+    def from_response(cls, body: Mapping[str, Any]) -> ApiVersionsTable:
+        """Build from a decoded ApiVersions response; a non-zero error code raises the broker error."""
+        code = body.get("error_code", 0)
+        if code:
+            raise error_for_code(code, "ApiVersions request failed")
+        ranges: dict[int, tuple[int, int]] = {}
+        for entry in body.get("api_keys") or ():
+            lo, hi = entry["min_version"], entry["max_version"]
+            if lo > hi:
+                raise ProtocolError(
+                    f"ApiVersions: {api_name(entry['api_key'])} has min_version {lo} > max_version {hi}"
+                )
+            ranges[entry["api_key"]] = (lo, hi)
+        return cls(ranges)
+
+    def get(self, api_key: int) -> tuple[int, int] | None:
+        return self._ranges.get(api_key)
+
+    def __contains__(self, api_key: object) -> bool:
+        return api_key in self._ranges
+
+    def __len__(self) -> int:
+        return len(self._ranges)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ranges)
+
+    def __repr__(self) -> str:
+        return f"ApiVersionsTable({len(self._ranges)} apis)"
+
+    def pick_version(self, api_key: int, client_min: int | None = None, client_max: int | None = None) -> int:
+        """The highest version both we and the broker support.
+
+        Our range is ``client_min..client_max`` (default: ``CLIENT_VERSIONS``)."""
+        if client_min is None or client_max is None:
+            ours = CLIENT_VERSIONS.get(api_key)
+            if ours is None:
+                raise UnsupportedVersionError(
+                    f"{api_name(api_key)} (api key {api_key}) is not used by this client"
+                )
+            client_min = ours[0] if client_min is None else client_min
+            client_max = ours[1] if client_max is None else client_max
+        theirs = self._ranges.get(api_key)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"the broker does not support {api_name(api_key)} (api key {api_key}) at all; "
+                f"this client needs versions {client_min}-{client_max}"
+            )
+        lo, hi = max(client_min, theirs[0]), min(client_max, theirs[1])
+        if lo > hi:
+            raise UnsupportedVersionError(
+                f"no common version of {api_name(api_key)} (api key {api_key}): "
+                f"this client supports {client_min}-{client_max}, the broker {theirs[0]}-{theirs[1]}"
+            )
+        return hi

@@ -1,0 +1,181 @@
+"""Decodes v2 record batches (magic 2): for tests, tools and checking what was sent (facts §1).
+
+How it works: ``decode_batches`` walks concatenated batches; for each it checks the length,
+the magic and the CRC-32C over bytes [21, end), decompresses the records and decodes them one by
+one, checking each record's declared length and that no bytes are left over. Every problem
+raises ``CorruptRecordBatchError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from sparkafka.errors import CorruptRecordBatchError
+from sparkafka.record._varint import read_varint
+from sparkafka.record.builder import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG,
+)
+from sparkafka.record.compression import CompressionType, decompress
+from sparkafka.record.crc import crc32c
+
+TIMESTAMP_TYPE_FLAG = 0x08
+
+
+class Record(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedBatch:
+    base_offset: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    compression: CompressionType
+    is_transactional: bool
+    is_control: bool
+    timestamp_type: int
+    """0 = CreateTime, 1 = LogAppendTime."""
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    size_in_bytes: int
+    records: list[Record]
+
+
+def _read_bytes(buf: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
+    length, pos = read_varint(buf, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecordBatchError(f"{what} length {length} is negative (only -1 = null is valid)")
+        return None, pos
+    end = pos + length
+    if end > len(buf):
+        raise CorruptRecordBatchError(f"{what} length {length} runs past the end of the records")
+    return buf[pos:end], end
+
+
+def _decode_records(buf: bytes, count: int, base_offset: int, base_timestamp: int,
+                    log_append_time: int | None) -> list[Record]:
+    records: list[Record] = []
+    pos = 0
+    for index in range(count):
+        length, pos = read_varint(buf, pos)
+        start = pos
+        if length < 0 or start + length > len(buf):
+            raise CorruptRecordBatchError(
+                f"record {index}: length {length} does not fit the {len(buf) - start} bytes left")
+        pos += 1  # attributes (unused)
+        ts_delta, pos = read_varint(buf, pos, 10)
+        offset_delta, pos = read_varint(buf, pos)
+        key, pos = _read_bytes(buf, pos, "key")
+        value, pos = _read_bytes(buf, pos, "value")
+        header_count, pos = read_varint(buf, pos)
+        if header_count < 0:
+            raise CorruptRecordBatchError(f"record {index}: header count {header_count} is negative")
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(header_count):
+            raw_key, pos = _read_bytes(buf, pos, "header key")
+            if raw_key is None:
+                raise CorruptRecordBatchError(f"record {index}: null header key")
+            try:
+                header_key = raw_key.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorruptRecordBatchError(f"record {index}: header key is not UTF-8") from exc
+            header_value, pos = _read_bytes(buf, pos, "header value")
+            headers.append((header_key, header_value))
+        if pos - start != length:
+            raise CorruptRecordBatchError(
+                f"record {index}: declared length {length} but its fields take {pos - start} bytes")
+        timestamp = log_append_time if log_append_time is not None else base_timestamp + ts_delta
+        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+    if pos != len(buf):
+        raise CorruptRecordBatchError(f"{len(buf) - pos} bytes remain after the {count} declared records")
+    return records
+
+
+def decode_batch(data: bytes | bytearray | memoryview) -> DecodedBatch:
+    """Decode exactly one batch (``data`` must hold nothing else)."""
+    batches = decode_batches(data)
+    if len(batches) != 1:
+        raise CorruptRecordBatchError(f"expected one record batch, found {len(batches)}")
+    return batches[0]
+
+
+def decode_batches(data: bytes | bytearray | memoryview) -> list[DecodedBatch]:
+    """Decode all concatenated v2 batches in ``data``; truncation, a bad magic or CRC raise
+    ``CorruptRecordBatchError``."""
+    buf = bytes(data)
+    total = len(buf)
+    pos = 0
+    batches: list[DecodedBatch] = []
+    while pos < total:
+        if total - pos < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordBatchError(
+                f"truncated batch at byte {pos}: {total - pos} bytes, a header needs {RECORD_BATCH_OVERHEAD}")
+        (base_offset, length, leader_epoch, magic, crc, attributes, last_offset_delta, base_timestamp,
+         max_timestamp, producer_id, producer_epoch, base_sequence, count) = HEADER.unpack_from(buf, pos)
+        if magic != MAGIC:
+            raise CorruptRecordBatchError(
+                f"batch at byte {pos} has magic {magic}; only magic {MAGIC} is supported")
+        size = LOG_OVERHEAD + length
+        if size < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordBatchError(
+                f"batchLength {length} is below the minimum {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}")
+        if pos + size > total:
+            raise CorruptRecordBatchError(
+                f"truncated batch at byte {pos}: batchLength says {size} bytes, {total - pos} present")
+        end = pos + size
+        actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end])
+        if actual != crc:
+            raise CorruptRecordBatchError(
+                f"CRC mismatch in batch at byte {pos}: expected {crc:#010x}, computed {actual:#010x}")
+        if count < 0:
+            raise CorruptRecordBatchError(f"recordsCount {count} is negative")
+        codec_id = attributes & COMPRESSION_MASK
+        if codec_id > CompressionType.ZSTD:
+            raise CorruptRecordBatchError(f"unknown compression codec id {codec_id} (valid 0..4)")
+        codec = CompressionType(codec_id)
+        payload = buf[pos + RECORD_BATCH_OVERHEAD:end]
+        if codec != CompressionType.NONE:
+            payload = decompress(codec, payload)
+        timestamp_type = 1 if attributes & TIMESTAMP_TYPE_FLAG else 0
+        records = _decode_records(payload, count, base_offset, base_timestamp,
+                                  max_timestamp if timestamp_type else None)
+        batches.append(DecodedBatch(
+            base_offset=base_offset,
+            partition_leader_epoch=leader_epoch,
+            magic=magic,
+            crc=crc,
+            attributes=attributes,
+            compression=codec,
+            is_transactional=bool(attributes & TRANSACTIONAL_FLAG),
+            is_control=bool(attributes & CONTROL_FLAG),
+            timestamp_type=timestamp_type,
+            last_offset_delta=last_offset_delta,
+            base_timestamp=base_timestamp,
+            max_timestamp=max_timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            size_in_bytes=size,
+            records=records,
+        ))
+        pos = end
+    return batches

@@ -1,0 +1,79 @@
+"""``SparkafkaDataSource``: the ``sparkafka`` format for Spark 4's Python Data Source API.
+
+How it works: Spark instantiates the data source on the driver with the write's options and calls
+``writer(schema, overwrite)`` (batch) or ``streamWriter(schema, overwrite)`` (streaming). Both parse
+the options (``SinkOptions.parse``) and check the DataFrame's columns with the same
+``arrow_send.plan_columns`` that checks Arrow batches: the Spark schema of the relevant columns is
+converted to Arrow first, and error messages show Spark's type names. So a missing ``value``
+column, a wrong column type, no topic at all, an unknown option or a bad ``kafka.*`` producer
+setting fails the query before any task starts. Batch writes accept only ``mode("append")``: Kafka
+topics cannot be overwritten. The returned writers receive rows as Arrow record batches.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from sparkafka.arrow_send import ColumnPlan, plan_columns
+from sparkafka.errors import ConfigError, InvalidRecordInputError
+from sparkafka.spark.options import SinkOptions
+from sparkafka.spark.writer import SparkafkaBatchWriter, SparkafkaStreamWriter
+
+__all__ = ["SINK_COLUMNS", "SparkafkaDataSource", "plan_spark_schema"]
+
+SINK_COLUMNS = ("value", "key", "topic", "partition", "headers")
+
+
+def plan_spark_schema(schema: StructType, topic: str | None) -> ColumnPlan:
+    """Check a DataFrame schema against the Kafka sink contract (same rules as Arrow batches)."""
+    fields = [f for f in schema.fields if f.name in SINK_COLUMNS]
+    spark_types = {f.name: f.dataType.simpleString() for f in fields}
+    try:
+        arrow_schema = to_arrow_schema(StructType(fields))
+    except Exception as exc:  # a type Arrow cannot hold is certainly not one the sink takes
+        raise InvalidRecordInputError(
+            f"the sink columns ({', '.join(f'{n}: {t}' for n, t in spark_types.items())}) do not "
+            f"match the Kafka sink contract: {exc}") from exc
+    try:
+        return plan_columns(arrow_schema, topic=topic)
+    except InvalidRecordInputError as exc:
+        message = str(exc)
+        for f in fields:
+            arrow_name = str(arrow_schema.field(f.name).type)
+            message = message.replace(f"column {f.name!r} has type {arrow_name};",
+                                      f"column {f.name!r} has type {spark_types[f.name]};")
+        if message == str(exc):
+            raise
+        raise type(exc)(message) from None
+
+
+class SparkafkaDataSource(DataSource):
+    """Write a DataFrame to Kafka: ``df.write.format("sparkafka").option(...).save()``.
+
+    Columns as Spark's Kafka sink: ``value`` (string/binary, required), ``key`` (string/binary),
+    ``topic`` (string; the ``topic`` option overrides it), ``partition`` (int),
+    ``headers`` (array<struct<key: string, value: binary>>). Options: ``kafka.bootstrap.servers``
+    (required), ``topic``, any ``kafka.<producer config>`` (Java names), and
+    ``sparkafka.summary.path`` / ``sparkafka.producer.idle.timeout.ms``.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "sparkafka"
+
+    def _prepare(self, schema: StructType) -> tuple[SinkOptions, ColumnPlan]:
+        options = SinkOptions.parse(self.options)
+        return options, plan_spark_schema(schema, options.topic)
+
+    def writer(self, schema: StructType, overwrite: bool) -> SparkafkaBatchWriter:
+        if overwrite:
+            raise ConfigError(
+                "save mode 'overwrite' is not supported by the sparkafka sink: Kafka topics are "
+                "append-only; use mode('append')", "mode")
+        return SparkafkaBatchWriter(*self._prepare(schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> SparkafkaStreamWriter:
+        # Complete output mode asks for "overwrite": Kafka can only append, as Spark's Kafka sink does.
+        return SparkafkaStreamWriter(*self._prepare(schema))

@@ -1,0 +1,392 @@
+"""NetworkClient against fake brokers on loopback: handshakes, bad bytes, time-outs, backoff, wakeup."""
+
+from __future__ import annotations
+
+import random
+import struct
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from sparkafka import errors
+from sparkafka._clock import SYSTEM_CLOCK, Clock, ManualClock
+from sparkafka.net.admin import AdminClient
+from sparkafka.net.client import ClientResponse, NetworkClient
+from sparkafka.net.connection import ConnectionState
+from sparkafka.protocol.messages import ApiKey
+
+from .fake_broker import FakeBroker, FakeConn, Request, free_port
+
+NETWORK_EXCEPTION = errors.error_class_for_code(13)
+REQUEST_TIMED_OUT = errors.error_class_for_code(7)
+
+
+def _client(bootstrap: str, clock: Clock = SYSTEM_CLOCK, **kw: object) -> NetworkClient:
+    kw.setdefault("reconnect_backoff_ms", 20)
+    kw.setdefault("reconnect_backoff_max_ms", 200)
+    return NetworkClient(bootstrap, client_id="test", clock=clock, rng=random.Random(1), **kw)  # type: ignore[arg-type]
+
+
+def _poll_until(
+    client: NetworkClient, cond: Callable[[], bool], timeout_s: float = 5.0, node: int = -1
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        client.ready(node, client.clock.monotonic_ms())
+        client.poll(20, client.clock.monotonic_ms())
+
+
+def _connect(client: NetworkClient, node: int = -1) -> None:
+    _poll_until(client, lambda: client.ready(node, client.clock.monotonic_ms()), node=node)
+
+
+def _send_metadata(client: NetworkClient, node: int = -1, **kw: object) -> list[ClientResponse]:
+    box: list[ClientResponse] = []
+    client.send(node, ApiKey.METADATA, {"topics": []}, callback=box.append, **kw)  # type: ignore[arg-type]
+    return box
+
+
+def test_handshake_negotiates_versions(fake_broker: FakeBroker) -> None:
+    fake_broker.api_versions[ApiKey.METADATA] = (0, 9)
+    with _client(fake_broker.bootstrap) as client:
+        assert not client.ready(-1, client.clock.monotonic_ms())  # starts connecting
+        assert client.connection_state(-1) is ConnectionState.CONNECTING
+        _connect(client)
+        assert client.api_version(-1, ApiKey.METADATA) == 9
+        assert client.api_version(-1, ApiKey.PRODUCE) == 13
+        first = fake_broker.requests[0]
+        assert first.api_key == ApiKey.API_VERSIONS and first.api_version == 4
+        assert first.client_id == "test"
+        assert first.body is not None and first.body["client_software_name"] == "sparkafka"
+        box = _send_metadata(client)
+        _poll_until(client, lambda: bool(box))
+        resp = box[0]
+        assert resp.error is None and resp.version == 9 and resp.node_id == -1
+        assert resp.body is not None and resp.body["brokers"][0]["port"] == fake_broker.port
+        assert client.in_flight_count() == 0
+
+
+def test_api_versions_falls_back_to_broker_max() -> None:
+    def handler(conn: FakeConn, req: Request) -> None:
+        if req.api_key == ApiKey.API_VERSIONS and req.api_version > 2:
+            # an old broker answers with a v0 body: UNSUPPORTED_VERSION + its own ranges
+            body = broker.api_versions_body()
+            body["error_code"] = 35
+            conn.respond(req, body, version=0)
+        else:
+            broker.default_handler(conn, req)
+
+    broker = FakeBroker(handler=handler)
+    broker.api_versions[ApiKey.API_VERSIONS] = (0, 2)
+    try:
+        with _client(broker.bootstrap) as client:
+            _connect(client)
+            assert [r.api_version for r in broker.requests if r.api_key == ApiKey.API_VERSIONS] == [4, 2]
+            assert client.api_version(-1, ApiKey.API_VERSIONS) == 2
+    finally:
+        broker.close()
+
+
+def test_unknown_error_code_in_api_versions_is_typed() -> None:
+    def handler(conn: FakeConn, req: Request) -> None:
+        body = broker.api_versions_body()
+        body["error_code"] = 9999
+        conn.respond(req, body)
+
+    broker = FakeBroker(handler=handler)
+    try:
+        with _client(broker.bootstrap) as client:
+            _poll_until(client, lambda: client.connection_failure(-1) is not None)
+            failure = client.connection_failure(-1)
+            assert isinstance(failure, errors.BrokerError) and failure.code == -1
+            assert "9999" in str(failure)
+            assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+    finally:
+        broker.close()
+
+
+def test_unreachable_bootstrap_backs_off_with_jitter() -> None:
+    clock = ManualClock()
+    port = free_port()
+    client = _client(f"127.0.0.1:{port}", clock, reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)
+    try:
+        delays = []
+        for _ in range(7):
+            now = clock.monotonic_ms()
+            assert client.ready(-1, now) is False
+            deadline = time.monotonic() + 5
+            while client.connection_state(-1) is not ConnectionState.DISCONNECTED:
+                assert time.monotonic() < deadline
+                client.poll(10, now)
+            assert isinstance(client.connection_failure(-1), errors.KafkaConnectionError)
+            assert str(port) in str(client.connection_failure(-1))
+            delay = client.connection_delay(-1, now)
+            delays.append(delay)
+            assert client.ready(-1, now) is False  # backing off: no new attempt
+            assert client.least_loaded_node(now) is None
+            clock.advance(delay)
+        for attempt, delay in enumerate(delays):
+            base = min(50 * 2**attempt, 1000)
+            assert min(base * 0.8, 1000) - 1 <= delay <= min(base * 1.2, 1000)
+        assert delays[-1] == 1000 or delays[-1] >= 800
+        assert len(set(delays[:4])) == 4
+    finally:
+        client.close()
+
+
+def test_admin_against_unreachable_bootstrap_raises_quickly() -> None:
+    port = free_port()
+    admin = AdminClient(
+        f"127.0.0.1:{port}", request_timeout_ms=600, reconnect_backoff_ms=10, reconnect_backoff_max_ms=50
+    )
+    try:
+        with pytest.raises(errors.KafkaConnectionError, match=str(port)):
+            admin.describe_cluster(timeout_ms=600)
+    finally:
+        admin.close()
+
+
+def test_server_closing_mid_response_fails_with_network_exception(fake_broker: FakeBroker) -> None:
+    def handler(conn: FakeConn, req: Request) -> None:
+        if req.api_key == ApiKey.METADATA:
+            conn.send_raw(struct.pack(">i", 100) + b"\x00" * 10)
+            conn.close()
+        else:
+            fake_broker.default_handler(conn, req)
+
+    fake_broker.handler = handler
+    with _client(fake_broker.bootstrap) as client:
+        _connect(client)
+        box = _send_metadata(client)
+        _poll_until(client, lambda: bool(box))
+        assert isinstance(box[0].error, NETWORK_EXCEPTION)
+        assert box[0].error.retriable
+        assert "closed the connection" in str(box[0].error)
+        assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+
+
+@pytest.mark.parametrize(
+    ("frame", "error_type"),
+    [
+        # size says 6: correlation id + 2 bytes, far too short for a Metadata body
+        (lambda cid: struct.pack(">ii", 6, cid) + b"\x00\x01", errors.ProtocolError),
+        # a frame that claims 2 GiB
+        (lambda cid: struct.pack(">ii", 0x7FFFFFFF, cid), errors.FrameTooLargeError),
+        # a full valid-looking frame for another correlation id
+        (lambda cid: struct.pack(">ii", 4, cid + 1000), errors.CorrelationIdMismatchError),
+    ],
+    ids=["truncated", "oversized", "wrong-correlation-id"],
+)
+def test_bad_frames_fail_in_flight_requests_with_typed_errors(
+    fake_broker: FakeBroker, frame: Callable[[int], bytes], error_type: type[Exception]
+) -> None:
+    def handler(conn: FakeConn, req: Request) -> None:
+        if req.api_key == ApiKey.METADATA:
+            conn.send_raw(frame(req.correlation_id))
+        else:
+            fake_broker.default_handler(conn, req)
+
+    fake_broker.handler = handler
+    with _client(fake_broker.bootstrap, max_response_size=1 << 20) as client:
+        _connect(client)
+        box = _send_metadata(client)
+        _poll_until(client, lambda: bool(box))
+        assert isinstance(box[0].error, error_type), box[0].error
+        assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+        assert client.connection_failure(-1) is box[0].error
+
+
+def test_request_timeout_closes_connection_and_fails_all_in_flight(fake_broker: FakeBroker) -> None:
+    fake_broker.handler = lambda conn, req: (
+        fake_broker.default_handler(conn, req) if req.api_key == ApiKey.API_VERSIONS else None
+    )
+    clock = ManualClock()
+    with _client(fake_broker.bootstrap, clock, request_timeout_ms=1000) as client:
+        _connect(client)
+        first = _send_metadata(client)
+        clock.advance(400)
+        second = _send_metadata(client)
+        assert client.in_flight_count(-1) == 2
+        client.poll(0, clock.monotonic_ms())
+        assert not first and not second
+        clock.advance(600)  # the first request's deadline
+        client.poll(0, clock.monotonic_ms())
+        assert isinstance(first[0].error, REQUEST_TIMED_OUT)
+        assert isinstance(second[0].error, REQUEST_TIMED_OUT)
+        assert first[0].error.code == 7 and first[0].latency_ms == 1000
+        assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+        assert client.in_flight_count() == 0
+        assert fake_broker.eof.wait(5), "the socket must be closed"
+
+
+def test_old_produce_version_gives_unsupported_version(fake_broker: FakeBroker) -> None:
+    fake_broker.api_versions[ApiKey.PRODUCE] = (0, 2)
+    with _client(fake_broker.bootstrap) as client:
+        _connect(client)
+        with pytest.raises(errors.UnsupportedVersionError):
+            client.api_version(-1, ApiKey.PRODUCE)
+        box: list[ClientResponse] = []
+        client.send(-1, ApiKey.PRODUCE, {"acks": 1, "timeout_ms": 100, "topic_data": []}, callback=box.append)
+        client.poll(0, client.clock.monotonic_ms())
+        assert isinstance(box[0].error, errors.UnsupportedVersionError)
+        assert fake_broker.count(ApiKey.PRODUCE) == 0  # nothing was sent
+        assert client.is_ready(-1)  # the connection stays usable for other APIs
+
+
+def test_acks0_request_completes_when_written(fake_broker: FakeBroker) -> None:
+    with _client(fake_broker.bootstrap) as client:
+        _connect(client)
+        box: list[ClientResponse] = []
+        client.send(
+            -1,
+            ApiKey.PRODUCE,
+            {"acks": 0, "timeout_ms": 100, "topic_data": []},
+            expect_response=False,
+            callback=box.append,
+        )
+        _poll_until(client, lambda: bool(box))
+        assert box[0].error is None and box[0].body is None
+        assert client.in_flight_count() == 0
+        _poll_until(client, lambda: fake_broker.count(ApiKey.PRODUCE) == 1)
+
+
+def test_in_flight_limit_and_send_to_unready_node(fake_broker: FakeBroker) -> None:
+    fake_broker.handler = lambda conn, req: (
+        fake_broker.default_handler(conn, req) if req.api_key == ApiKey.API_VERSIONS else None
+    )
+    with _client(fake_broker.bootstrap, max_in_flight_per_connection=2) as client:
+        now = client.clock.monotonic_ms()
+        box = _send_metadata(client)  # not connected yet: fails on the next poll, no exception
+        client.poll(0, now)
+        assert isinstance(box[0].error, NETWORK_EXCEPTION)
+        _connect(client)
+        _send_metadata(client)
+        assert client.can_send_more(-1) and client.ready(-1, now)
+        _send_metadata(client)
+        assert client.in_flight_count(-1) == 2
+        assert not client.can_send_more(-1) and not client.ready(-1, now)
+        assert client.least_loaded_node(now) is None  # the only node is saturated
+        assert client.connection_delay(-1, now) == float("inf")
+
+
+def test_wakeup_interrupts_a_long_poll(fake_broker: FakeBroker) -> None:
+    with _client(fake_broker.bootstrap) as client:
+        timer = threading.Timer(0.2, client.wakeup)
+        started = time.monotonic()
+        timer.start()
+        client.poll(30_000, client.clock.monotonic_ms())
+        elapsed = time.monotonic() - started
+        timer.join()
+        assert elapsed < 10, f"poll was not woken up ({elapsed:.1f} s)"
+        for _ in range(1000):  # coalesced: many wake-ups cost one byte
+            client.wakeup()
+        client.poll(10_000, client.clock.monotonic_ms())  # returns at once (pending wake-up)
+        started = time.monotonic()
+        client.poll(50, client.clock.monotonic_ms())  # the pipe was drained: this one waits
+        assert time.monotonic() - started >= 0.02
+
+
+def test_disconnect_listener_and_reconnect(fake_broker: FakeBroker) -> None:
+    seen: list[tuple[int, Exception | None]] = []
+    with _client(fake_broker.bootstrap) as client:
+        client.add_disconnect_listener(lambda node, err: seen.append((node, err)))
+        _connect(client)
+        for conn in list(fake_broker._conns):
+            conn.close()
+        _poll_until(client, lambda: bool(seen))
+        assert seen[0][0] == -1 and isinstance(seen[0][1], errors.KafkaConnectionError)
+        _connect(client)  # reconnects after the backoff
+        assert fake_broker.connections == 2
+
+
+def test_connection_setup_timeout() -> None:
+    # a listener that never accepts: the TCP handshake completes but ApiVersions is never answered
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    clock = ManualClock()
+    try:
+        client = _client(
+            f"127.0.0.1:{server.getsockname()[1]}",
+            clock,
+            socket_connection_setup_timeout_ms=500,
+            socket_connection_setup_timeout_max_ms=500,
+        )
+        client.ready(-1, clock.monotonic_ms())
+        for _ in range(5):
+            client.poll(10, clock.monotonic_ms())
+        assert client.connection_state(-1) in (ConnectionState.CONNECTING, ConnectionState.API_VERSIONS)
+        clock.advance(500)
+        client.poll(0, clock.monotonic_ms())
+        assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+        failure = client.connection_failure(-1)
+        assert isinstance(failure, errors.KafkaConnectionError) and "setup timed out" in str(failure)
+        client.close()
+        client.close()  # idempotent
+        client.wakeup()  # safe after close
+    finally:
+        server.close()
+
+
+def test_update_nodes_and_least_loaded(fake_broker: FakeBroker) -> None:
+    other = FakeBroker()
+    try:
+        with _client(fake_broker.bootstrap) as client:
+            _connect(client)
+            client.update_nodes({1: (fake_broker.host, fake_broker.port), 2: (other.host, other.port)})
+            assert client.connection_state(-1) is ConnectionState.DISCONNECTED  # bootstrap conn dropped
+            now = client.clock.monotonic_ms()
+            assert client.least_loaded_node(now) in (1, 2)
+            _connect(client, 1)
+            assert client.least_loaded_node(now) == 1
+    finally:
+        other.close()
+
+
+def test_config_errors_name_the_key() -> None:
+    with pytest.raises(errors.ConfigError) as info:
+        NetworkClient("h:1", max_in_flight_per_connection=0)
+    assert info.value.key == "max.in.flight.requests.per.connection"
+    with pytest.raises(errors.ConfigError) as info:
+        NetworkClient("h:1", request_timeout_ms=-5)
+    assert info.value.key == "request.timeout.ms"
+
+
+def test_close_fails_in_flight_requests(fake_broker: FakeBroker) -> None:
+    fake_broker.handler = lambda conn, req: (
+        fake_broker.default_handler(conn, req) if req.api_key == ApiKey.API_VERSIONS else None
+    )
+    client = _client(fake_broker.bootstrap)
+    _connect(client)
+    box = _send_metadata(client)
+    client.close()
+    assert len(box) == 1 and isinstance(box[0].error, NETWORK_EXCEPTION)
+    assert "closed by the client" in str(box[0].error)
+    late = _send_metadata(client)  # after close: still exactly one typed answer, no exception
+    client.poll(0, client.clock.monotonic_ms())
+    assert isinstance(late[0].error, NETWORK_EXCEPTION)
+
+
+def test_idle_connection_is_closed_without_backoff_penalty(fake_broker: FakeBroker) -> None:
+    clock = ManualClock()
+    with _client(fake_broker.bootstrap, clock, connections_max_idle_ms=1000) as client:
+        _connect(client)
+        clock.advance(1500)
+        client.poll(0, clock.monotonic_ms())
+        assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+        assert client.connection_delay(-1, clock.monotonic_ms()) == 0
+
+
+def test_unsupported_security_protocol_is_a_config_error() -> None:
+    class Cfg:
+        security_protocol = "SASL_SSL"
+
+    with pytest.raises(errors.ConfigError) as info:
+        NetworkClient("h:1", security=Cfg())
+    assert info.value.key == "security.protocol"
+    NetworkClient("h:1", security=object()).close()  # no security_protocol attribute: PLAINTEXT
