@@ -8,7 +8,7 @@ version). ``expected_decode`` fills in what the decoder adds: defaults for field
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -58,7 +58,7 @@ def value_strategy(f: Field, version: int, flexible: bool) -> st.SearchStrategy[
     return s
 
 
-@lru_cache(maxsize=None)
+@cache
 def body_strategy(
     schema: Schema, version: int, flexible: bool | None = None
 ) -> st.SearchStrategy[dict[str, Any]]:

@@ -32,7 +32,9 @@ def response_frame(api_key: int, version: int, corr: int, body: dict[str, Any]) 
     return encode_response_frame(api_key, version, corr, API_BY_KEY[api_key].encode_response(version, body))
 
 
-PRODUCE_OK = {"responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 42}]}]}
+PRODUCE_OK = {
+    "responses": [{"name": "t", "partition_responses": [{"index": 0, "error_code": 0, "base_offset": 42}]}]
+}
 
 
 @pytest.mark.parametrize(
@@ -55,7 +57,9 @@ def test_header_versions(api_key: int, version: int, req: int, resp: int) -> Non
     assert response_header_version(api_key, version) == resp
     header = encode_request_header(api_key, version, 5, "cid")
     # ClientId keeps its int16 length in v2; v2 only adds the empty tagged-field section
-    assert header == INT32.pack((api_key << 16) | version) + INT32.pack(5) + b"\x00\x03cid" + (b"\x00" if req == 2 else b"")
+    assert header == INT32.pack((api_key << 16) | version) + INT32.pack(5) + b"\x00\x03cid" + (
+        b"\x00" if req == 2 else b""
+    )
     assert decode_request_header(header) == ((api_key, version, 5, "cid"), len(header))
     rh = encode_response_header(api_key, version, 9)
     assert rh == INT32.pack(9) + (b"\x00" if resp == 1 else b"")
@@ -138,7 +142,10 @@ def test_two_frames_in_one_chunk_and_a_split_third() -> None:
     assert proto.pending == (InFlight(c2, ApiKey.PRODUCE, 10),)
     [last] = proto.receive_data(data[split:])
     assert last.correlation_id == c2
-    assert last.body["responses"][0]["partition_responses"][0]["current_leader"] == {"leader_id": -1, "leader_epoch": -1}
+    assert last.body["responses"][0]["partition_responses"][0]["current_leader"] == {
+        "leader_id": -1,
+        "leader_epoch": -1,
+    }
 
 
 @pytest.mark.parametrize("size", [-1, 101])
@@ -158,7 +165,9 @@ def test_wrong_correlation_id() -> None:
     proto = KafkaProtocol("c")
     proto.send_request(ApiKey.PRODUCE, 9, b"x")
     proto.send_request(ApiKey.PRODUCE, 9, b"x")
-    with pytest.raises(CorrelationIdMismatchError, match=r"correlation id 1 does not match .*Produce v9, correlation id 0"):
+    with pytest.raises(
+        CorrelationIdMismatchError, match=r"correlation id 1 does not match .*Produce v9, correlation id 0"
+    ):
         proto.receive_data(response_frame(ApiKey.PRODUCE, 9, 1, PRODUCE_OK))
     assert proto.in_flight_count() == 2
 
@@ -200,7 +209,11 @@ def test_frame_shorter_than_correlation_id() -> None:
 def test_unknown_error_code_survives_decode() -> None:
     proto = KafkaProtocol("c")
     corr, _ = proto.send_request(ApiKey.PRODUCE, 11, b"x")
-    body = {"responses": [{"name": "t", "partition_responses": [{"index": 3, "error_code": 31999, "base_offset": -1}]}]}
+    body = {
+        "responses": [
+            {"name": "t", "partition_responses": [{"index": 3, "error_code": 31999, "base_offset": -1}]}
+        ]
+    }
     [resp] = proto.receive_data(response_frame(ApiKey.PRODUCE, 11, corr, body))
     code = resp.body["responses"][0]["partition_responses"][0]["error_code"]
     assert code == 31999
@@ -219,7 +232,7 @@ def test_response_header_tagged_fields_are_skipped() -> None:
 def test_produce_unknown_tagged_fields_in_body_are_skipped() -> None:
     wire = bytearray(PRODUCE.encode_response(10, PRODUCE_OK))
     assert wire[-1] == 0
-    endpoint = bytes.fromhex("02" "00000003" "0268" "00002384" "00" "00")  # [{3, "h", 9092, rack null}]
+    endpoint = bytes.fromhex("02000000030268000023840000")  # [{3, "h", 9092, rack null}]
     wire[-1:] = b"\x02" + b"\x00" + bytes([len(endpoint)]) + endpoint + b"\x07\x03xyz"  # tag 0, unknown tag 7
     decoded = PRODUCE.decode_response(10, bytes(wire))
     assert decoded["node_endpoints"] == [{"node_id": 3, "host": "h", "port": 9092, "rack": None}]
@@ -228,12 +241,17 @@ def test_produce_unknown_tagged_fields_in_body_are_skipped() -> None:
 
 # ---- ApiVersions fallback (facts §3.1)
 
-APIV_KEYS = [{"api_key": 0, "min_version": 3, "max_version": 11}, {"api_key": 18, "min_version": 0, "max_version": 2}]
+APIV_KEYS = [
+    {"api_key": 0, "min_version": 3, "max_version": 11},
+    {"api_key": 18, "min_version": 0, "max_version": 2},
+]
 
 
 def test_apiversions_unsupported_version_reparsed_as_v0() -> None:
     proto = KafkaProtocol("c")
-    corr, _ = proto.send_request(ApiKey.API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"})
+    corr, _ = proto.send_request(
+        ApiKey.API_VERSIONS, 4, {"client_software_name": "x", "client_software_version": "1"}
+    )
     v0_body = API_VERSIONS.encode_response(0, {"error_code": 35, "api_keys": APIV_KEYS})
     [resp] = proto.receive_data(encode_response_frame(ApiKey.API_VERSIONS, 0, corr, v0_body))
     assert resp.api_version == 0
@@ -243,7 +261,9 @@ def test_apiversions_unsupported_version_reparsed_as_v0() -> None:
 
 def test_apiversions_unparseable_at_requested_version_reparsed_as_v0() -> None:
     proto = KafkaProtocol("c")
-    corr, _ = proto.send_request(ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
+    corr, _ = proto.send_request(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"}
+    )
     v0_body = API_VERSIONS.encode_response(0, {"error_code": 0, "api_keys": APIV_KEYS})
     with pytest.raises(ProtocolError):
         API_VERSIONS.decode_response(3, v0_body)
@@ -253,7 +273,9 @@ def test_apiversions_unparseable_at_requested_version_reparsed_as_v0() -> None:
 
 def test_apiversions_v3_response_uses_header_v0() -> None:
     proto = KafkaProtocol("c")
-    corr, _ = proto.send_request(ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"})
+    corr, _ = proto.send_request(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"}
+    )
     body = API_VERSIONS.encode_response(3, {"api_keys": APIV_KEYS, "finalized_features_epoch": 7})
     frame = INT32.pack(4 + len(body)) + INT32.pack(corr) + body  # no tagged fields after the correlation id
     [resp] = proto.receive_data(frame)
@@ -265,8 +287,22 @@ def test_apiversions_v3_response_uses_header_v0() -> None:
 def test_metadata_response_roundtrip_through_protocol() -> None:
     proto = KafkaProtocol("c")
     corr, _ = proto.send_request(ApiKey.METADATA, 9, {"topics": [{"name": "t"}]})
-    md = {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "leader_id": 1, "replica_nodes": [1, 2],
-                                                      "isr_nodes": [1], "offline_replicas": [2]}]}]}
+    md = {
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_id": 1,
+                        "replica_nodes": [1, 2],
+                        "isr_nodes": [1],
+                        "offline_replicas": [2],
+                    }
+                ],
+            }
+        ]
+    }
     [resp] = proto.receive_data(response_frame(ApiKey.METADATA, 9, corr, md))
     part = resp.body["topics"][0]["partitions"][0]
     assert (part["leader_id"], part["replica_nodes"], part["offline_replicas"]) == (1, [1, 2], [2])

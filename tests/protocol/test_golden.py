@@ -12,16 +12,21 @@ from sparkafka.protocol.messages import API_VERSIONS, METADATA, PRODUCE, ApiKey
 from sparkafka.protocol.produce import encode_produce_request
 
 APIVERSIONS_V3_FRAME = bytes.fromhex(
-    "0000002e" "0012" "0003" "00000001" "000a" "70726f64756365722d31" "00"
-    "12" "6170616368652d6b61666b612d6a617661" "06" "342e302e30" "00"
+    "0000002e0012000300000001000a70726f64756365722d3100126170616368652d6b61666b612d6a61766106342e302e3000"
 )
 
 METADATA_V12_FRAME = bytes.fromhex(
     "00000025"  # size 37
-    "0003" "000c" "00000007" "0001" "63" "00"  # header v2: key 3, v12, corr 7, client "c", no tags
+    "0003"
+    "000c"
+    "00000007"
+    "0001"
+    "63"
+    "00"  # header v2: key 3, v12, corr 7, client "c", no tags
     "02"  # topics: compact array of 1
     "00000000000000000000000000000000"  # topic_id: zero uuid
-    "04" "666f6f"  # name "foo" (compact nullable string)
+    "04"
+    "666f6f"  # name "foo" (compact nullable string)
     "00"  # topic tagged fields
     "01"  # allow_auto_topic_creation
     "00"  # include_topic_authorized_operations
@@ -29,19 +34,51 @@ METADATA_V12_FRAME = bytes.fromhex(
 )
 
 ONE_RECORD_BATCH = bytes.fromhex(
-    "0000000000000000" "00000040" "ffffffff" "02" "db5e9cdd" "0000" "00000000" "0000018bcfe56800"
-    "0000018bcfe56800" "ffffffffffffffff" "ffff" "ffffffff" "00000001"
-    "1c" "00" "00" "00" "06" "6b6579" "0a" "76616c7565" "00"
+    "0000000000000000"
+    "00000040"
+    "ffffffff"
+    "02"
+    "db5e9cdd"
+    "0000"
+    "00000000"
+    "0000018bcfe56800"
+    "0000018bcfe56800"
+    "ffffffffffffffff"
+    "ffff"
+    "ffffffff"
+    "00000001"
+    "1c"
+    "00"
+    "00"
+    "00"
+    "06"
+    "6b6579"
+    "0a"
+    "76616c7565"
+    "00"
 )
 
-PRODUCE_V9_FRAME = bytes.fromhex(
-    "00000074"
-    "0000" "0009" "00000003" "000a" "70726f64756365722d31" "00"  # header v2, client "producer-1"
-    "00"  # transactional_id null (compact)
-    "ffff" "00007530"  # acks -1, timeout 30000
-    "02" "0274"  # 1 topic, name "t"
-    "02" "00000000" "4d"  # 1 partition, index 0, records: 76 bytes (uvarint 77)
-) + ONE_RECORD_BATCH + bytes.fromhex("00" "00" "00")  # partition, topic, top-level tagged fields
+PRODUCE_V9_FRAME = (
+    bytes.fromhex(
+        "00000074"
+        "0000"
+        "0009"
+        "00000003"
+        "000a"
+        "70726f64756365722d31"
+        "00"  # header v2, client "producer-1"
+        "00"  # transactional_id null (compact)
+        "ffff"
+        "00007530"  # acks -1, timeout 30000
+        "02"
+        "0274"  # 1 topic, name "t"
+        "02"
+        "00000000"
+        "4d"  # 1 partition, index 0, records: 76 bytes (uvarint 77)
+    )
+    + ONE_RECORD_BATCH
+    + bytes.fromhex("000000")
+)  # partition, topic, top-level tagged fields
 
 
 def test_apiversions_v3_request_frame() -> None:
@@ -52,7 +89,9 @@ def test_apiversions_v3_request_frame() -> None:
     proto = KafkaProtocol("producer-1")
     proto.send_request(ApiKey.METADATA, 1, {"topics": None})  # correlation id 0
     corr, frame = proto.send_request(
-        ApiKey.API_VERSIONS, 3, {"client_software_name": "apache-kafka-java", "client_software_version": "4.0.0"}
+        ApiKey.API_VERSIONS,
+        3,
+        {"client_software_name": "apache-kafka-java", "client_software_version": "4.0.0"},
     )
     assert corr == 1
     assert frame == APIVERSIONS_V3_FRAME
@@ -72,8 +111,12 @@ def test_produce_v9_request_frame() -> None:
     fast = encode_produce_request(9, None, -1, 30000, [("t", [(0, ONE_RECORD_BATCH)])])
     generic = PRODUCE.encode_request(
         9,
-        {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
-         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": ONE_RECORD_BATCH}]}]},
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 30000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": ONE_RECORD_BATCH}]}],
+        },
     )
     assert fast == generic
     assert encode_request_frame(ApiKey.PRODUCE, 9, 3, "producer-1", fast) == PRODUCE_V9_FRAME
@@ -86,8 +129,15 @@ def test_produce_v9_request_frame() -> None:
 def test_produce_v3_request_classic_encoding() -> None:
     body = encode_produce_request(3, "txn", 1, 100, [("ab", [(2, b"XY")])])
     assert body == bytes.fromhex(
-        "0003" "74786e"  # transactional_id "txn" (int16 length)
-        "0001" "00000064"  # acks 1, timeout 100
-        "00000001" "0002" "6162"  # 1 topic "ab"
-        "00000001" "00000002" "00000002" "5859"  # 1 partition: index 2, records int32 len 2
+        "0003"
+        "74786e"  # transactional_id "txn" (int16 length)
+        "0001"
+        "00000064"  # acks 1, timeout 100
+        "00000001"
+        "0002"
+        "6162"  # 1 topic "ab"
+        "00000001"
+        "00000002"
+        "00000002"
+        "5859"  # 1 partition: index 2, records int32 len 2
     )

@@ -29,7 +29,9 @@ CASES = [
     for version in range(spec.min_version, spec.max_version + 1)
 ]
 
-ROUNDTRIP = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+ROUNDTRIP = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
 
 
 def _schema(spec: ApiSpec, kind: str) -> Schema:
@@ -39,7 +41,9 @@ def _schema(spec: ApiSpec, kind: str) -> Schema:
 @pytest.mark.parametrize(("spec", "kind", "version"), CASES)
 @ROUNDTRIP
 @given(data=st.data())
-def test_roundtrip_every_message_every_version(spec: ApiSpec, kind: str, version: int, data: st.DataObject) -> None:
+def test_roundtrip_every_message_every_version(
+    spec: ApiSpec, kind: str, version: int, data: st.DataObject
+) -> None:
     schema = _schema(spec, kind)
     body = data.draw(body_strategy(schema, version), label="body")
     encode = spec.encode_request if kind == "request" else spec.encode_response
@@ -65,7 +69,9 @@ def test_missing_keys_take_defaults(spec: ApiSpec, kind: str, version: int) -> N
 @pytest.mark.parametrize(("spec", "kind", "version"), CASES[::3])
 @settings(max_examples=10, deadline=None, database=None)
 @given(data=st.data())
-def test_every_truncation_is_a_protocol_error(spec: ApiSpec, kind: str, version: int, data: st.DataObject) -> None:
+def test_every_truncation_is_a_protocol_error(
+    spec: ApiSpec, kind: str, version: int, data: st.DataObject
+) -> None:
     schema = _schema(spec, kind)
     wire = schema.encode(data.draw(body_strategy(schema, version)), version)
     for cut in range(len(wire)):
@@ -78,8 +84,12 @@ def test_every_truncation_is_a_protocol_error(spec: ApiSpec, kind: str, version:
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(st.sampled_from([(s, k, v) for s in ALL_APIS for k in ("request", "response") for v in (s.min_version, s.max_version)]),
-       st.binary(max_size=64))
+@given(
+    st.sampled_from(
+        [(s, k, v) for s in ALL_APIS for k in ("request", "response") for v in (s.min_version, s.max_version)]
+    ),
+    st.binary(max_size=64),
+)
 def test_garbage_raises_only_protocol_error(case: tuple[ApiSpec, str, int], garbage: bytes) -> None:
     spec, kind, version = case
     try:
@@ -106,7 +116,10 @@ def test_api_table() -> None:
 
 
 def test_undefined_version_is_rejected() -> None:
-    with pytest.raises(UnsupportedVersionError, match=r"Produce \(api key 0\) version 2 is not defined \(known versions 3-13\)"):
+    with pytest.raises(
+        UnsupportedVersionError,
+        match=r"Produce \(api key 0\) version 2 is not defined \(known versions 3-13\)",
+    ):
         PRODUCE.encode_request(2, {})
     with pytest.raises(UnsupportedVersionError, match="version 14"):
         PRODUCE.decode_response(14, b"")
@@ -114,8 +127,11 @@ def test_undefined_version_is_rejected() -> None:
 
 def test_produce_v13_uses_topic_id_instead_of_name() -> None:
     tid = bytes(range(16))
-    body: dict[str, Any] = {"acks": -1, "timeout_ms": 1000,
-                            "topic_data": [{"name": "ignored", "topic_id": tid, "partition_data": []}]}
+    body: dict[str, Any] = {
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "ignored", "topic_id": tid, "partition_data": []}],
+    }
     v13 = PRODUCE.decode_request(13, PRODUCE.encode_request(13, body))
     assert v13["topic_data"][0]["topic_id"] == tid
     assert v13["topic_data"][0]["name"] == ""  # not on the wire at v13: default

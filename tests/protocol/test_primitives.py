@@ -40,7 +40,14 @@ VARINT_VECTORS = [
     (INT32_MAX, "feffffff0f"),
     (INT32_MIN, "ffffffff0f"),
 ]
-UVARINT_VECTORS = [(-1, "ffffffff0f"), (8192, "8040"), (INT32_MIN, "8080808008"), (0, "00"), (127, "7f"), (128, "8001")]
+UVARINT_VECTORS = [
+    (-1, "ffffffff0f"),
+    (8192, "8040"),
+    (INT32_MIN, "8080808008"),
+    (0, "00"),
+    (127, "7f"),
+    (128, "8001"),
+]
 
 
 @pytest.mark.parametrize(("value", "hexbytes"), VARINT_VECTORS)
@@ -236,14 +243,24 @@ def test_known_encodings() -> None:
     w.compact_string("ab")
     w.tagged_fields({5: b"x", 1: b"yz"})
     assert w.to_bytes().hex() == (
-        "ffff" "00" "ffffffff" "00" "ffffffff" "00"  # nulls
-        "00026162" "036162"  # "ab" classic / compact
-        "02" "0102797a" "050178"  # tags sorted: 1 -> "yz", 5 -> "x"
+        "ffff"
+        "00"
+        "ffffffff"
+        "00"
+        "ffffffff"
+        "00"  # nulls
+        "00026162"
+        "036162"  # "ab" classic / compact
+        "02"
+        "0102797a"
+        "050178"  # tags sorted: 1 -> "yz", 5 -> "x"
     )
 
 
 def test_truncation_messages_name_the_field() -> None:
-    with pytest.raises(ProtocolError, match=r"truncated input reading leader_epoch at offset 0: need 4 byte\(s\), 3 left"):
+    with pytest.raises(
+        ProtocolError, match=r"truncated input reading leader_epoch at offset 0: need 4 byte\(s\), 3 left"
+    ):
         Reader(b"\x00\x00\x00").int32("leader_epoch")
     with pytest.raises(ProtocolError, match="truncated input reading host at offset 2: need 5"):
         Reader(b"\x00\x05abc").string("host")
@@ -268,7 +285,9 @@ def test_null_and_invalid_lengths() -> None:
 
 def test_write_limits_name_field_and_limit() -> None:
     w = Writer()
-    with pytest.raises(ProtocolError, match=r"acks: cannot encode 40000 as int16 \(range \[-32768, 32767\]\)"):
+    with pytest.raises(
+        ProtocolError, match=r"acks: cannot encode 40000 as int16 \(range \[-32768, 32767\]\)"
+    ):
         w.int16(40000, "acks")
     with pytest.raises(ProtocolError, match="uint32"):
         w.uint32(-1)

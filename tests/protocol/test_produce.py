@@ -53,9 +53,9 @@ def test_fast_encoder_matches_generic_codec(version: int, data: st.DataObject) -
     assert decoded["transactional_id"] == tid
     assert (decoded["acks"], decoded["timeout_ms"]) == (acks, timeout)
     key = "topic_id" if version >= 13 else "name"
-    assert [(t[key], [(p["index"], p["records"]) for p in t["partition_data"]]) for t in decoded["topic_data"]] == [
-        (t, list(parts)) for t, parts in topics
-    ]
+    assert [
+        (t[key], [(p["index"], p["records"]) for p in t["partition_data"]]) for t in decoded["topic_data"]
+    ] == [(t, list(parts)) for t, parts in topics]
 
 
 def test_memoryview_batches_are_spliced_without_reencoding() -> None:

@@ -38,35 +38,54 @@ def test_versions_parsing() -> None:
 
 def test_v0_classic_encoding_skips_later_fields() -> None:
     wire = MSG.encode({"a": 1, "b": 99, "items": [{"id": 7, "label": "x"}], "ids": [1, 2], "blob": b"zz"}, 0)
-    assert wire.hex() == "0001" "00000001" "00000007" "00000002" "0000000100000002" "ffff"
+    assert wire.hex() == "00010000000100000007000000020000000100000002ffff"
     decoded = MSG.decode(wire, 0)
     assert decoded == {
-        "a": 1, "b": -1, "items": [{"id": 7, "label": ""}], "ids": [1, 2], "client": None,
-        "note": None, "epoch": -1, "blob": b"",
+        "a": 1,
+        "b": -1,
+        "items": [{"id": 7, "label": ""}],
+        "ids": [1, 2],
+        "client": None,
+        "note": None,
+        "epoch": -1,
+        "blob": b"",
     }
 
 
 def test_flexible_encoding_tags_and_field_level_flexible_none() -> None:
-    body = {"a": 1, "b": 2, "items": None, "ids": [], "client": "c", "note": "hi", "epoch": -1, "blob": b"\x01"}
+    body = {
+        "a": 1,
+        "b": 2,
+        "items": None,
+        "ids": [],
+        "client": "c",
+        "note": "hi",
+        "epoch": -1,
+        "blob": b"\x01",
+    }
     wire = MSG.encode(body, 3)
     assert wire.hex() == (
-        "0001" "0000000000000002"
+        "0001"
+        "0000000000000002"
         "00"  # items: null compact array
         "01"  # ids: empty compact array
         "000163"  # client keeps the int16 length ("flexibleVersions": "none")
         "0201"  # blob: compact bytes
-        "01" "00" "03" "036869"  # one tag: 0 -> compact string "hi"; epoch == default so not written
+        "01"
+        "00"
+        "03"
+        "036869"  # one tag: 0 -> compact string "hi"; epoch == default so not written
     )
     assert MSG.decode(wire, 3) == body
     with_epoch = MSG.encode({**body, "note": None, "epoch": 5}, 3)
-    assert with_epoch.endswith(bytes.fromhex("01" "04" "04" "00000005"))
+    assert with_epoch.endswith(bytes.fromhex("01040400000005"))
     assert MSG.decode(with_epoch, 3)["epoch"] == 5
 
 
 def test_unknown_tags_are_skipped() -> None:
     wire = bytearray(MSG.encode({}, 3))
     assert wire[-1] == 0
-    wire[-1:] = bytes.fromhex("02" "01" "02" "abcd" "04" "04" "00000009")  # unknown tag 1, then epoch
+    wire[-1:] = bytes.fromhex("020102abcd040400000009")  # unknown tag 1, then epoch
     decoded = MSG.decode(bytes(wire), 3)
     assert decoded["epoch"] == 9
     assert decoded["note"] is None
@@ -80,11 +99,13 @@ def test_nullability_is_per_version() -> None:
         MSG.encode({"items": [{"id": 1, "label": None}]}, 1)
     # a null on the wire for a non-nullable field is rejected on decode too
     with pytest.raises(ProtocolError, match=r"Msg.items \(v1\): null found"):
-        MSG.decode(bytes.fromhex("0001" "0000000000000000" "ffffffff" "00000000" "ffff"), 1)
+        MSG.decode(bytes.fromhex("00010000000000000000ffffffff00000000ffff"), 1)
 
 
 def test_encode_errors_name_field_and_limit() -> None:
-    with pytest.raises(ProtocolError, match=r"Msg.a \(v0\): cannot encode 32768 as int16 \(range \[-32768, 32767\]\)"):
+    with pytest.raises(
+        ProtocolError, match=r"Msg.a \(v0\): cannot encode 32768 as int16 \(range \[-32768, 32767\]\)"
+    ):
         MSG.encode({"a": 32768}, 0)
     with pytest.raises(ProtocolError, match=r"Msg.b \(v1\): cannot encode 'x' as int64"):
         MSG.encode({"a": 1, "b": "x"}, 1)
@@ -127,7 +148,13 @@ def test_schema_definition_errors() -> None:
     with pytest.raises(ProtocolError, match="duplicate field"):
         Schema("S", [Field("x", "int8"), Field("x", "int16")])
     with pytest.raises(ProtocolError, match="duplicate tag"):
-        Schema("S", [Field("x", "int8", tag=0, tagged_versions="0+"), Field("y", "int8", tag=0, tagged_versions="0+")])
+        Schema(
+            "S",
+            [
+                Field("x", "int8", tag=0, tagged_versions="0+"),
+                Field("y", "int8", tag=0, tagged_versions="0+"),
+            ],
+        )
 
 
 def test_compiled_codecs_are_cached() -> None:

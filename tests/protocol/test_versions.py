@@ -10,9 +10,14 @@ from sparkafka.protocol.versions import ApiVersionsTable
 
 
 def table(*entries: tuple[int, int, int]) -> ApiVersionsTable:
-    body = {"error_code": 0, "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in entries]}
+    body = {
+        "error_code": 0,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in entries],
+    }
     # go through the wire so the table is built from a real decoded response
-    return ApiVersionsTable.from_response(API_VERSIONS.decode_response(3, API_VERSIONS.encode_response(3, body)))
+    return ApiVersionsTable.from_response(
+        API_VERSIONS.decode_response(3, API_VERSIONS.encode_response(3, body))
+    )
 
 
 def test_highest_common_version() -> None:
@@ -41,12 +46,14 @@ def test_no_overlap_names_both_ranges() -> None:
 
 
 def test_api_missing_from_broker() -> None:
-    with pytest.raises(UnsupportedVersionError, match=r"does not support InitProducerId \(api key 22\) at all"):
+    with pytest.raises(
+        UnsupportedVersionError, match=r"does not support InitProducerId \(api key 22\) at all"
+    ):
         table((0, 3, 9)).pick_version(ApiKey.INIT_PRODUCER_ID)
 
 
 def test_api_not_used_by_client() -> None:
-    with pytest.raises(UnsupportedVersionError, match="api key 1 .*not used by this client"):
+    with pytest.raises(UnsupportedVersionError, match=r"api key 1\) is not used by this client"):
         table((1, 0, 13)).pick_version(1)
 
 
@@ -57,4 +64,6 @@ def test_error_response_raises_broker_error() -> None:
 
 def test_inverted_range_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="min_version 5 > max_version 2"):
-        ApiVersionsTable.from_response({"error_code": 0, "api_keys": [{"api_key": 0, "min_version": 5, "max_version": 2}]})
+        ApiVersionsTable.from_response(
+            {"error_code": 0, "api_keys": [{"api_key": 0, "min_version": 5, "max_version": 2}]}
+        )

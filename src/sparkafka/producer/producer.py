@@ -188,7 +188,7 @@ class KafkaProducer:
         size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
         if size + 256 >= self._record_limit or headers:
             self._check_record_size(topic, key, value, headers)
-        cluster = self._metadata.fetch()
+        cluster: ClusterView = self._metadata.fetch()
         n = cluster.partition_count(topic)
         if n is None or (partition is not None and type(partition) is int and partition >= n):
             cluster, n = self._wait_on_metadata(topic, partition)
@@ -329,10 +329,9 @@ class KafkaProducer:
         if self._closing:
             raise self._closed_error()
         validate_topic_name(topic)
-        cluster = self._metadata.fetch()
-        n = cluster.partition_count(topic)
+        n = self._metadata.fetch().partition_count(topic)
         if n is None:
-            cluster, n = self._wait_on_metadata(topic, None)
+            _, n = self._wait_on_metadata(topic, None)
         return list(range(n))
 
     def metrics(self) -> dict[str, float]:
@@ -396,17 +395,17 @@ def _as_bytes(obj: object, topic: str, field: str) -> bytes:
         f"{field}.serializer (e.g. 'str', 'json', 'int' or a callable) to send such objects")
 
 
-def _check_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[tuple[str, bytes | None]]:
+def _check_headers(headers: Sequence[tuple[str, object]]) -> list[tuple[str, bytes | None]]:
     out: list[tuple[str, bytes | None]] = []
     try:
-        items = list(headers)
+        items: list[object] = list(headers)
     except TypeError:
         raise errors.InvalidRecordInputError(
             f"headers must be a sequence of (str, bytes) pairs, got {type(headers).__name__}") from None
     for i, h in enumerate(items):
         if not isinstance(h, tuple) or len(h) != 2:
             raise errors.InvalidRecordInputError(f"header {i} must be a (key, value) pair, got {h!r}")
-        k, v = h
+        k, v = h[0], h[1]
         if not isinstance(k, str):
             raise errors.InvalidRecordInputError(f"header {i} key must be a str, got {type(k).__name__}")
         if v is not None and type(v) is not bytes:
@@ -417,6 +416,7 @@ def _check_headers(headers: Sequence[tuple[str, bytes | None]]) -> list[tuple[st
             else:
                 raise errors.InvalidRecordInputError(
                     f"header {k!r} value must be bytes, str or None, got {type(v).__name__}")
+        assert v is None or type(v) is bytes
         out.append((k, v))
     return out
 

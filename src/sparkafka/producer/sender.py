@@ -222,7 +222,12 @@ class Sender:
 
     # ----------------------------------------------------------- produce path
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
-        version = min(self.client.api_version(node, ApiKey.PRODUCE), _PRODUCE_MAX_VERSION_BY_NAME)
+        try:
+            version = min(self.client.api_version(node, ApiKey.PRODUCE), _PRODUCE_MAX_VERSION_BY_NAME)
+        except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
+            for b in batches:
+                self._fail_batch(b, exc, adjust_sequences=False)
+            return
         by_topic: dict[str, list[tuple[int, Any]]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
         for b in batches:
@@ -241,8 +246,8 @@ class Sender:
 
     def _handle_produce_response(self, resp: ClientResponse, by_tp: dict[TopicPartition, ProducerBatch]) -> None:
         now = self.clock.monotonic_ms()
-        for b in by_tp.values():
-            b.in_request = False
+        for batch in by_tp.values():
+            batch.in_request = False
         self.metrics.record_latency(resp.latency_ms)
         if resp.error is not None:
             exc = resp.error
@@ -261,13 +266,14 @@ class Sender:
             return
         seen: set[TopicPartition] = set()
         for topic_resp in resp.body.get("responses", ()):
-            name = topic_resp.get("name")
+            name = str(topic_resp.get("name"))
             for p in topic_resp.get("partition_responses", ()):
                 tp = (name, int(p["index"]))
-                b = by_tp.get(tp)  # type: ignore[arg-type]
-                if b is None:
+                found = by_tp.get(tp)
+                if found is None:
                     continue
-                seen.add(tp)  # type: ignore[arg-type]
+                seen.add(tp)
+                b = found
                 self._complete_batch(
                     b, int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
                     int(p.get("log_append_time_ms", -1)), int(p.get("log_start_offset", -1)),
