@@ -240,14 +240,20 @@ def _class_name(name: str) -> str:
 
 for _code, _name, _retriable, _meta in _CODES:
     _base: type[BrokerError] = RetriableBrokerError if _retriable else BrokerError
+    _cls_name = _class_name(_name)
+    _existing = globals().get(_cls_name)
+    # A hand-written class of the same name (UnsupportedVersionError) stays the public one; the
+    # broker code's class derives from it so ``except UnsupportedVersionError`` catches both.
+    _bases: tuple[type, ...] = (_base, _existing) if isinstance(_existing, type) else (_base,)
     _cls = type(
-        _class_name(_name),
-        (_base,),
+        _cls_name,
+        _bases,
         {"code": _code, "name": _name, "invalid_metadata": _meta, "__module__": __name__,
          "__doc__": f"Broker error {_name} ({_code})."},
     )
     _BY_CODE[_code] = _cls
-    globals()[_cls.__name__] = _cls
+    if _existing is None:
+        globals()[_cls_name] = _cls
 
 
 def error_class_for_code(code: int) -> type[BrokerError]:

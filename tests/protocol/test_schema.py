@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparkafka.errors import ProtocolError, UnsupportedVersionError
 from sparkafka.protocol.schema import ArrayOf, Field, Schema, Versions
+
+from .strategies import body_strategy, expected_decode
 
 ITEM = Schema("Item", [Field("id", "int32"), Field("label", "string", "1+", nullable_versions="2+")])
 MSG = Schema(
@@ -53,7 +59,7 @@ def test_v0_classic_encoding_skips_later_fields() -> None:
 
 
 def test_flexible_encoding_tags_and_field_level_flexible_none() -> None:
-    body = {
+    body: dict[str, Any] = {
         "a": 1,
         "b": 2,
         "items": None,
@@ -160,3 +166,46 @@ def test_schema_definition_errors() -> None:
 def test_compiled_codecs_are_cached() -> None:
     assert MSG.codec(2) is MSG.codec(2)
     assert MSG.codec(2) is not MSG.codec(3)
+
+
+_KINDS = [
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "uint32",
+    "float64",
+    "bool",
+    "uuid",
+    "string",
+    "bytes",
+    "records",
+]
+ALL_TYPES = Schema(
+    "AllTypes",
+    [
+        *(
+            Field(k, k, nullable_versions="1+" if k in ("string", "bytes", "records") else None)
+            for k in _KINDS
+        ),
+        *(Field(f"{k}_array", ArrayOf(k), nullable_versions="1+") for k in _KINDS),
+        Field("struct", ITEM),
+        Field("tagged_struct", ITEM, "2+", tag=3, tagged_versions="2+"),
+        Field("tagged_uuid_array", ArrayOf("uuid"), "2+", tag=1, tagged_versions="2+"),
+    ],
+    valid_versions="0-2",
+    flexible_versions="2+",
+)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@settings(max_examples=40, deadline=None, database=None)
+@given(data=st.data())
+def test_every_type_roundtrips(version: int, data: st.DataObject) -> None:
+    body = data.draw(body_strategy(ALL_TYPES, version))
+    wire = ALL_TYPES.encode(body, version)
+    assert ALL_TYPES.decode(wire, version) == expected_decode(ALL_TYPES, version, body)
+    for cut in range(0, len(wire), 7):
+        with pytest.raises(ProtocolError):
+            ALL_TYPES.decode(wire[:cut], version)

@@ -103,5 +103,5 @@ def test_pipeline_bad_arguments_exit_2(spark: Any, tansu: Any, capsys: pytest.Ca
                  "--key-column", "nope", "--no-progress"]) == 2
     assert "key column 'nope'" in capsys.readouterr().err
     assert main(["pipeline", "--bootstrap-servers", tansu.bootstrap_servers, "--rows", "10",
-                 "-X", "lnger.ms=1", "--no-progress", "--topic", topic_name("x")]) == 1
+                 "-X", "lnger.ms=1", "--no-progress", "--topic", topic_name("x")]) == 2
     assert "did you mean 'linger.ms'" in capsys.readouterr().err

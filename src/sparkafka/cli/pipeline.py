@@ -209,8 +209,10 @@ def run_pipeline(
     """Create the topic if needed, write the shaped rows through the sink, and report."""
     from sparkafka.net.admin import AdminClient
     from sparkafka.spark import read_summaries, register
+    from sparkafka.spark.options import validate_producer_config
     from sparkafka.spark.orders import generate_orders, read_input, shape_records
 
+    validate_producer_config({**(producer_config or {}), "bootstrap.servers": bootstrap})
     if partitions < 1:
         raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
     if input_partitions is not None and input_partitions < 1:

@@ -93,6 +93,8 @@ class ApiSpec:
         return self.response.decode(data, version)
 
 
+# The message tables below are laid out like Kafka's JSON specs, so the formatter leaves them alone.
+# fmt: off
 def _api(key: ApiKey, name: str, versions: tuple[int, int], flexible_min: int | None,
          request: list[Field], response: list[Field]) -> ApiSpec:
     lo, hi = versions
@@ -437,6 +439,7 @@ ALL_APIS: tuple[ApiSpec, ...] = (
     PRODUCE, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS,
     CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
 )
+# fmt: on
 API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
 
 # The versions of each API this client can send (min, max). Notes:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from sparkafka.errors import ProtocolError
@@ -528,10 +528,3 @@ class Reader:
             tag = self.uvarint(what + " tag")
             size = self.uvarint(f"{what} tag {tag} size")
             self._take(size, f"{what} tag {tag} data")
-
-
-def encode_tagged_fields(fields: Iterable[tuple[int, Buffer]]) -> bytes:
-    """A tagged-field section from ``(tag, data)`` pairs (sorted here)."""
-    w = Writer()
-    w.tagged_fields(dict(fields))
-    return w.to_bytes()

@@ -13,7 +13,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sparkafka.errors import ProtocolError, UnsupportedVersionError, error_for_code
-from sparkafka.protocol.messages import CLIENT_VERSIONS, api_name
+from sparkafka.protocol.messages import API_BY_KEY, CLIENT_VERSIONS, api_name
+
+
+def _describe(api_key: int) -> str:
+    return f"{api_name(api_key)} (api key {api_key})" if api_key in API_BY_KEY else f"api key {api_key}"
 
 
 class ApiVersionsTable:
@@ -62,21 +66,19 @@ class ApiVersionsTable:
         if client_min is None or client_max is None:
             ours = CLIENT_VERSIONS.get(api_key)
             if ours is None:
-                raise UnsupportedVersionError(
-                    f"{api_name(api_key)} (api key {api_key}) is not used by this client"
-                )
+                raise UnsupportedVersionError(f"{_describe(api_key)} is not used by this client")
             client_min = ours[0] if client_min is None else client_min
             client_max = ours[1] if client_max is None else client_max
         theirs = self._ranges.get(api_key)
         if theirs is None:
             raise UnsupportedVersionError(
-                f"the broker does not support {api_name(api_key)} (api key {api_key}) at all; "
+                f"the broker does not support {_describe(api_key)} at all; "
                 f"this client needs versions {client_min}-{client_max}"
             )
         lo, hi = max(client_min, theirs[0]), min(client_max, theirs[1])
         if lo > hi:
             raise UnsupportedVersionError(
-                f"no common version of {api_name(api_key)} (api key {api_key}): "
+                f"no common version of {_describe(api_key)}: "
                 f"this client supports {client_min}-{client_max}, the broker {theirs[0]}-{theirs[1]}"
             )
         return hi
