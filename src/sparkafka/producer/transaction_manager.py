@@ -227,10 +227,8 @@ class TransactionManager:
                 return False
             if not first.has_sequence():
                 # a new batch must not go out while older batches of an older epoch are in flight
-                for b in e.in_flight:
-                    if b.producer_id != self.producer_id or b.producer_epoch != self.epoch:
-                        return True
-                return False
+                return any(b.producer_id != self.producer_id or b.producer_epoch != self.epoch
+                           for b in e.in_flight)
             # a retry may only go out if it is the lowest in-flight sequence
             if first.producer_id != self.producer_id or first.producer_epoch != self.epoch:
                 return True
@@ -698,8 +696,8 @@ class TransactionManager:
             if not self._pending:
                 return None
             req = self._pending[0]
-            if req.api_key == API_END_TXN and (has_incomplete_batches or self._pending_partitions
-                                                and req.body["committed"]):
+            if req.api_key == API_END_TXN and (has_incomplete_batches or (self._pending_partitions
+                                                                          and req.body["committed"])):
                 if not any(r.api_key == API_ADD_PARTITIONS_TO_TXN for r in self._pending):
                     return None
             if req.needs_coordinator and self.coordinator is None:
