@@ -1,5 +1,23 @@
-"""sparkafka: a fast Kafka producer in Python, wire-compatible with real brokers, with a PySpark sink."""
+"""sparkafka: a fast Kafka producer in Python, wire-compatible with real brokers, with a PySpark sink.
+
+``from sparkafka import KafkaProducer`` is the entry point; ``sparkafka.spark`` holds the PySpark data
+source; ``sparkafka.errors`` the error tree.
+"""
 
 from __future__ import annotations
 
+from . import errors
+from .config import ProducerConfig
+from .producer.future import FutureRecordMetadata, RecordMetadata
+from .producer.producer import KafkaProducer
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "FutureRecordMetadata",
+    "KafkaProducer",
+    "ProducerConfig",
+    "RecordMetadata",
+    "__version__",
+    "errors",
+]
