@@ -380,13 +380,3 @@ def test_idle_connection_is_closed_without_backoff_penalty(fake_broker: FakeBrok
         client.poll(0, clock.monotonic_ms())
         assert client.connection_state(-1) is ConnectionState.DISCONNECTED
         assert client.connection_delay(-1, clock.monotonic_ms()) == 0
-
-
-def test_unsupported_security_protocol_is_a_config_error() -> None:
-    class Cfg:
-        security_protocol = "SASL_SSL"
-
-    with pytest.raises(errors.ConfigError) as info:
-        NetworkClient("h:1", security=Cfg())
-    assert info.value.key == "security.protocol"
-    NetworkClient("h:1", security=object()).close()  # no security_protocol attribute: PLAINTEXT

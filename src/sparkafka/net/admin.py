@@ -5,7 +5,10 @@ deadline: ``_ready_node`` connects (to a given node, or the least-loaded one) wh
 ``KafkaConnectionError`` with the last connection error if nothing became ready in time; ``_call`` sends
 one request with the remaining time as its request timeout and polls until its callback fires, so a call
 always ends with a body or a typed error. Broker error codes in the answers become ``BrokerError``
-subclasses naming the topic. Not thread-safe; not for the producer's hot path.
+subclasses naming the topic. ``security`` takes the producer's settings (a ProducerConfig, a mapping of
+Java keys such as ``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", ...}``, or
+``SecuritySettings``); a node that rejects them raises its ``AuthenticationError`` at once instead of
+waiting for the deadline. Not thread-safe; not for the producer's hot path.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class AdminClient:
         client_id: str = "sparkafka-admin",
         request_timeout_ms: float = 30_000,
         clock: Clock = SYSTEM_CLOCK,
+        security: object | None = None,
         **client_options: Any,
     ) -> None:
         self._clock = clock
@@ -46,6 +50,7 @@ class AdminClient:
             client_id=client_id,
             request_timeout_ms=request_timeout_ms,
             clock=clock,
+            security=security,
             **client_options,
         )
         self._cluster: Cluster | None = None
@@ -61,15 +66,20 @@ class AdminClient:
             node = node_id if node_id is not None else client.least_loaded_node(now)
             if node is not None and client.ready(node, now):
                 return node
+            rejected = client.authentication_error(node_id)  # None unless every candidate rejected us
+            if rejected is not None:
+                raise rejected
             if now >= deadline:
                 raise self._unreachable(node_id)
             wait = client.connection_delay(node, now) if node is not None else client.reconnect_backoff_ms
             client.poll(min(wait, deadline - now, _POLL_SLICE_MS), now)
 
-    def _unreachable(self, node_id: int | None) -> errors.KafkaConnectionError:
+    def _unreachable(self, node_id: int | None) -> errors.KafkaError:
         nodes = [node_id] if node_id is not None else sorted(self.client.nodes())
         failures = [(n, self.client.connection_failure(n)) for n in nodes]
         last = next((err for _, err in reversed(failures) if err is not None), None)
+        if isinstance(last, errors.AuthenticationError):
+            return last
         where = f"node {node_id}" if node_id is not None else f"any broker of {self._bootstrap!r}"
         detail = f": {last}" if last is not None else ""
         exc = errors.KafkaConnectionError(f"could not get a ready connection to {where} in time{detail}")

@@ -16,6 +16,14 @@ runs the callbacks of everything that completed (responses, acks=0 writes, time-
 Reconnects back off exponentially with ±20% jitter (reconnect.backoff.ms .. reconnect.backoff.max.ms) and
 the connection setup timeout grows the same way; both reset when a connection reaches READY. Node
 addresses come from ``update_nodes`` (metadata); bootstrap addresses get ids -1, -2, ...
+
+Security: ``security`` (a ProducerConfig, a mapping of Java keys, or ``SecuritySettings``) is resolved
+once; SSL/SASL_SSL build one ``ssl.SSLContext`` (``net.tls``) shared by every connection, SASL_* put a
+``SaslAuthenticator`` (``net.sasl``) first among the handshake steps. A connection that fails with
+``AuthenticationError`` marks its node (``authentication_error``) until a later connection succeeds, and
+the node waits ``reconnect.backoff.max.ms`` before the next attempt, so a rejected client does not hammer
+the broker. ``ready()`` also renews SASL sessions that are about to expire (KIP-368): it answers False
+while a renewal is due and starts it as soon as the connection has nothing in flight.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ from .connection import (
     RequestBody,
 )
 from .response import ClientResponse, ResponseCallback
+from .sasl import SaslAuthenticator
+from .security import SecuritySettings, resolve_security
+from .tls import build_ssl_context
 
 __all__ = ["ClientResponse", "NetworkClient", "ResponseCallback"]
 
@@ -51,9 +62,10 @@ _IDLE_CHECK_INTERVAL_MS = 1000.0
 
 
 class _NodeState:
-    __slots__ = ("backoff_ms", "failures", "last_attempt_ms", "last_error", "setup_failures")
+    __slots__ = ("auth_error", "backoff_ms", "failures", "last_attempt_ms", "last_error", "setup_failures")
 
     def __init__(self) -> None:
+        self.auth_error: errors.AuthenticationError | None = None
         self.failures = 0
         self.setup_failures = 0
         self.backoff_ms = 0.0
@@ -122,14 +134,8 @@ class NetworkClient:
             raise errors.ConfigError(
                 f"max response size must be an int >= 64, got {max_response_size!r}", "max.response.size"
             )
-        protocol = str(getattr(security, "security_protocol", None) or "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            # Seam for TLS/SASL: a TLS wrapper around the socket and SASL steps in ``handshake``.
-            raise errors.ConfigError(
-                f"security.protocol {protocol} is not supported by the network layer yet (only PLAINTEXT)",
-                "security.protocol",
-            )
-        self.security = security
+        self.security: SecuritySettings = resolve_security(security)
+        self._ssl_context = build_ssl_context(self.security) if self.security.uses_tls else None
         self.client_id = client_id
         self.clock = clock
         self.max_in_flight = max_in_flight_per_connection
@@ -138,8 +144,12 @@ class NetworkClient:
         self.tcp_nodelay = tcp_nodelay
         self.connections_max_idle_ms = _positive(connections_max_idle_ms, "connections.max.idle.ms")
         self.max_response_size = max_response_size
-        self._handshake = tuple(handshake)
         self._rng = rng if rng is not None else random.Random()
+        steps: list[HandshakeStep] = []
+        if self.security.uses_sasl:
+            steps.append(SaslAuthenticator(self.security, clock=clock, rng=self._rng))
+        steps.extend(handshake)
+        self._handshake = tuple(steps)
         self._reconnect_backoff = ExponentialBackoff(
             self.reconnect_backoff_ms, self.reconnect_backoff_max_ms, rng=self._rng
         )
@@ -197,6 +207,9 @@ class NetworkClient:
         """True if a request can be sent to the node now; otherwise starts connecting if allowed."""
         conn = self._conns.get(node_id)
         if conn is not None and conn.state is ConnectionState.READY:
+            if conn.reauth_at_ms is not None and now >= conn.reauth_at_ms:
+                conn.start_reauthentication(now)  # once nothing is in flight; until then: not ready
+                return False
             return conn.can_send_more(self.max_in_flight)
         if (conn is None or conn.state is ConnectionState.DISCONNECTED) and self._can_connect(node_id, now):
             self._initiate_connect(node_id, now)
@@ -204,11 +217,11 @@ class NetworkClient:
 
     def is_ready(self, node_id: int, now: float | None = None) -> bool:
         conn = self._conns.get(node_id)
-        return (
-            conn is not None
-            and conn.state is ConnectionState.READY
-            and conn.can_send_more(self.max_in_flight)
-        )
+        if conn is None or conn.state is not ConnectionState.READY:
+            return False
+        if conn.reauth_due(self.clock.monotonic_ms() if now is None else now):
+            return False
+        return conn.can_send_more(self.max_in_flight)
 
     def is_connected(self, node_id: int) -> bool:
         conn = self._conns.get(node_id)
@@ -222,6 +235,26 @@ class NetworkClient:
         """The error that closed the node's last connection (None after a successful handshake)."""
         state = self._states.get(node_id)
         return state.last_error if state is not None else None
+
+    def authentication_error(self, node_id: int | None = None) -> errors.AuthenticationError | None:
+        """The AuthenticationError that closed the node's last connection (None once one succeeds).
+
+        Without ``node_id``: an AuthenticationError only if every known node's last connection attempt
+        failed authentication (the most recent of them), else None."""
+        if node_id is not None:
+            state = self._states.get(node_id)
+            return state.auth_error if state is not None else None
+        if not self._nodes:
+            return None
+        latest: errors.AuthenticationError | None = None
+        latest_ms = -math.inf
+        for nid in self._nodes:
+            state = self._states.get(nid)
+            if state is None or state.auth_error is None:
+                return None
+            if state.last_attempt_ms >= latest_ms:
+                latest, latest_ms = state.auth_error, state.last_attempt_ms
+        return latest
 
     def can_send_more(self, node_id: int) -> bool:
         conn = self._conns.get(node_id)
@@ -275,6 +308,7 @@ class NetworkClient:
                 handshake=self._handshake,
                 completions=self._completions,
                 on_state_change=self._on_state_change,
+                ssl_context=self._ssl_context,
             )
             self._conns[node_id] = conn
         state = self._states.setdefault(node_id, _NodeState())
@@ -353,6 +387,7 @@ class NetworkClient:
             node_state.setup_failures = 0
             node_state.backoff_ms = 0.0
             node_state.last_error = None
+            node_state.auth_error = None
             self._ready_once.add(node_id)
         elif state is ConnectionState.DISCONNECTED:
             now = self.clock.monotonic_ms()
@@ -365,6 +400,13 @@ class NetworkClient:
             node_state.last_attempt_ms = now
             if error is not None:
                 node_state.last_error = error
+            if isinstance(error, errors.AuthenticationError):
+                # A rejected login will be rejected again: do not hammer the broker.
+                node_state.auth_error = error
+                node_state.backoff_ms = max(node_state.backoff_ms, self.reconnect_backoff_max_ms)
+                log.warning("node %s: %s", node_id, error)
+            elif error is not None:
+                node_state.auth_error = None
             log.debug(
                 "node %s disconnected (%r); reconnect backoff %.0f ms", node_id, error, node_state.backoff_ms
             )
@@ -464,12 +506,15 @@ class NetworkClient:
         self._run_callbacks()
 
     def _drain_wakeup(self) -> None:
-        self._wakeup_pending = False
+        # Drain first, clear the flag after: clearing first lets a wakeup() that lands in between write
+        # its byte, have it swallowed here and leave the flag set with an empty pipe, after which every
+        # later wakeup() is a no-op. A wakeup() racing the clear below is harmless: poll() is returning.
         try:
             while self._wake_r.recv(4096):
                 pass
         except OSError:
             pass
+        self._wakeup_pending = False
 
     def _close_idle(self, now: float) -> None:
         limit = self.connections_max_idle_ms

@@ -1,24 +1,31 @@
-"""``BrokerConnection``: one non-blocking TCP connection to one broker.
+"""``BrokerConnection``: one non-blocking TCP (optionally TLS) connection to one broker.
 
 How it works: ``connect()`` opens a non-blocking socket (``connect_ex`` -> EINPROGRESS) and registers it
 with the client's selector; the state then moves
 
-    DISCONNECTED -> CONNECTING -> API_VERSIONS -> AUTHENTICATING -> READY
+    DISCONNECTED -> CONNECTING -> [TLS_HANDSHAKE] -> API_VERSIONS -> AUTHENTICATING -> READY
 
-CONNECTING ends when the socket is writable and ``SO_ERROR`` is 0. API_VERSIONS sends our highest
-ApiVersions version; on UNSUPPORTED_VERSION it retries once with the broker's highest ApiVersions version
-(facts §3.1), then keeps an ``ApiVersionsTable`` so ``api_version(key)`` picks the highest version both
-sides share. AUTHENTICATING runs the optional ``handshake`` steps in order (the seam for SASL: each step
-sends requests with ``send_internal`` and reports ``done(None | error)``); with no steps it is skipped.
-Only READY accepts user requests.
+CONNECTING ends when the socket is writable and ``SO_ERROR`` is 0. With an ``ssl_context`` the socket is
+then wrapped (SNI = the broker's host) and TLS_HANDSHAKE calls ``do_handshake()`` whenever the selector
+reports the readiness OpenSSL asked for (SSLWantRead/WriteError), never blocking. API_VERSIONS sends our
+highest ApiVersions version; on UNSUPPORTED_VERSION it retries once with the broker's highest ApiVersions
+version (facts §3.1), then keeps an ``ApiVersionsTable`` so ``api_version(key)`` picks the highest version
+both sides share. AUTHENTICATING runs the ``handshake`` steps in order (SASL: each step sends requests
+with ``send_internal``, or raw length-framed tokens with ``send_raw_token`` for SaslHandshake v0, and
+reports ``done(None | error)``); with no steps it is skipped. Only READY accepts user requests. A step may
+``schedule_reauthentication``: once that time has come the owner calls ``start_reauthentication`` while
+nothing is in flight, the state goes back to AUTHENTICATING for that step alone, then READY again.
 
 Outgoing frames (from the sans-I/O ``KafkaProtocol``) are queued as memoryviews and written as far as the
-socket allows (scatter-gather ``sendmsg`` when available); the write interest is registered only while
-bytes are pending. Incoming bytes go to ``KafkaProtocol.receive_data``; each decoded response completes
-the oldest in-flight request. A request sent with ``expect_response=False`` (acks=0 Produce) completes
-when its last byte has been written. Every failure closes the connection and fails every in-flight
-request with one typed error: RequestTimedOutError (a request passed its deadline), NetworkExceptionError
-(connection lost), the ProtocolError raised by the decoder, or KafkaConnectionError / the handshake error
+socket allows (scatter-gather ``sendmsg`` on plain sockets; on TLS small frames are merged into one
+``send`` since SSL sockets have no ``sendmsg``); the write interest is registered only while bytes are
+pending. Incoming bytes go to ``KafkaProtocol.receive_data`` (TLS reads also drain ``pending()``, the
+bytes OpenSSL decrypted but the selector cannot see); each decoded response completes the oldest
+in-flight request. A request sent with ``expect_response=False`` (acks=0 Produce) completes when its last
+byte has been written. Every failure closes the connection and fails every in-flight request with one
+typed error: RequestTimedOutError (a request passed its deadline), NetworkExceptionError (connection
+lost), the ProtocolError raised by the decoder, AuthenticationError (TLS rejected, SASL rejected, a
+PLAINTEXT connection answered by a TLS listener's alert), or KafkaConnectionError / the handshake error
 for a connection that never became READY. Completed user callbacks are appended to ``completions`` and
 run by the owner after the I/O step (never re-entrantly).
 """
@@ -31,6 +38,8 @@ import logging
 import os
 import selectors
 import socket
+import ssl
+import struct
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
@@ -42,6 +51,7 @@ from ..protocol.framing import KafkaProtocol
 from ..protocol.messages import CLIENT_VERSIONS, ApiKey
 from ..protocol.versions import ApiVersionsTable
 from .response import ClientResponse, ResponseCallback
+from .tls import handshake_error, looks_like_tls_alert
 
 log = logging.getLogger("sparkafka.net.connection")
 
@@ -55,12 +65,18 @@ _READS_PER_EVENT = 16
 _UNSUPPORTED_VERSION = errors.UNSUPPORTED_VERSION
 
 
+_TLS_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+_TLS_MERGE_BYTES = 65536
+_RAW_SIZE = struct.Struct(">i")
+
+
 class ConnectionState(enum.IntEnum):
     DISCONNECTED = 0
     CONNECTING = 1
-    API_VERSIONS = 2
-    AUTHENTICATING = 3
-    READY = 4
+    TLS_HANDSHAKE = 2
+    API_VERSIONS = 3
+    AUTHENTICATING = 4
+    READY = 5
 
 
 HandshakeDone = Callable[[Exception | None], None]
@@ -72,6 +88,9 @@ RequestBody = Mapping[str, Any] | bytes | bytearray | memoryview
 """A request body: a dict for the schema codec, or already-encoded bytes (the producer's Produce body)."""
 
 StateListener = Callable[["BrokerConnection", ConnectionState, "Exception | None"], None]
+
+RawTokenCallback = Callable[[bytes], None]
+"""Receives the payload of one raw length-framed token (SaslHandshake v0 style authentication)."""
 
 
 def _api_name(api_key: int) -> str:
@@ -138,6 +157,8 @@ class BrokerConnection:
         handshake: Sequence[HandshakeStep] = (),
         completions: list[tuple[ResponseCallback, ClientResponse]] | None = None,
         on_state_change: StateListener | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -153,6 +174,14 @@ class BrokerConnection:
         self.request_timeout_ms = float(request_timeout_ms)
         self.max_response_size = max_response_size
         self._handshake = tuple(handshake)
+        self._ssl_context = ssl_context
+        self._server_hostname = server_hostname or host
+        self._tls_wants = selectors.EVENT_READ
+        self._raw_waiters: deque[RawTokenCallback] = deque()
+        self._raw_buf = bytearray()
+        self.reauth_at_ms: float | None = None
+        self._reauth_step: HandshakeStep | None = None
+        self._reauthenticating: object | None = None
         self.completions: list[tuple[ResponseCallback, ClientResponse]] = (
             completions if completions is not None else []
         )
@@ -193,6 +222,28 @@ class BrokerConnection:
 
     def in_flight_count(self) -> int:
         return len(self._in_flight) + len(self._unwritten_no_response)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self._ssl_context is not None
+
+    @property
+    def tls_version(self) -> str | None:
+        """The negotiated TLS version ("TLSv1.3") once the TLS handshake is done, else None."""
+        sock = self._sock
+        if isinstance(sock, ssl.SSLSocket) and self.state > ConnectionState.TLS_HANDSHAKE:
+            return sock.version()
+        return None
+
+    def reauth_due(self, now: float) -> bool:
+        """True when a READY connection's SASL session should be renewed (KIP-368)."""
+        at = self.reauth_at_ms
+        return at is not None and now >= at and self.state is ConnectionState.READY
+
+    def schedule_reauthentication(self, at_ms: float | None, step: HandshakeStep) -> None:
+        """Called by a SASL step that succeeded: renew the session with ``step`` at ``at_ms`` (None: never)."""
+        self.reauth_at_ms = at_ms
+        self._reauth_step = step if at_ms is not None else None
 
     @property
     def has_unwritten_bytes(self) -> bool:
@@ -250,6 +301,11 @@ class BrokerConnection:
         self._handshake_index = 0
         self.versions = None
         self._picked = {}
+        self._raw_waiters.clear()
+        self._raw_buf.clear()
+        self.reauth_at_ms = None
+        self._reauth_step = None
+        self._reauthenticating = None
         self._set_state(ConnectionState.CONNECTING, None)
         try:
             infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
@@ -294,9 +350,65 @@ class BrokerConnection:
 
     def _on_connected(self, now: float) -> None:
         log.debug("node %s: TCP connection to %s:%s established", self.node_id, self.host, self.port)
+        if self._ssl_context is not None:
+            self._start_tls(now)
+            return
+        self._start_api_versions(now)
+
+    def _start_api_versions(self, now: float) -> None:
         self._set_state(ConnectionState.API_VERSIONS, None)
+        self._update_interest()
         hi = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         self._send_api_versions(hi, now)
+
+    # ------------------------------------------------------------------ TLS
+    def _start_tls(self, now: float) -> None:
+        sock = self._sock
+        context = self._ssl_context
+        assert sock is not None and context is not None
+        if self._events:
+            try:
+                self._selector.unregister(sock)
+            except (KeyError, ValueError, OSError):
+                pass
+            self._events = 0
+        try:
+            wrapped = context.wrap_socket(
+                sock, server_hostname=self._server_hostname, do_handshake_on_connect=False
+            )
+        except (ssl.SSLError, ValueError, OSError) as exc:
+            if sock.fileno() == -1:
+                self._sock = None  # wrap_socket detached the descriptor (and closed it on failure)
+            self._close_with(handshake_error(exc, self.node_id, self.host, self.port))
+            return
+        self._sock = wrapped
+        self._set_state(ConnectionState.TLS_HANDSHAKE, None)
+        self._tls_wants = selectors.EVENT_WRITE
+        self._update_interest()
+        self._do_tls_handshake(now)
+
+    def _do_tls_handshake(self, now: float) -> None:
+        sock = self._sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self._tls_wants = selectors.EVENT_READ
+            self._update_interest()
+            return
+        except ssl.SSLWantWriteError:
+            self._tls_wants = selectors.EVENT_WRITE
+            self._update_interest()
+            return
+        except (ssl.SSLError, OSError) as exc:
+            error = handshake_error(exc, self.node_id, self.host, self.port)
+            log.debug("node %s: TLS handshake failed: %s", self.node_id, error)
+            self._close_with(error)
+            return
+        log.debug(
+            "node %s: TLS established (%s, %s)", self.node_id, sock.version(), (sock.cipher() or ("?",))[0]
+        )
+        self._start_api_versions(now)
 
     def _send_api_versions(self, version: int, now: float) -> None:
         body = {
@@ -362,6 +474,9 @@ class BrokerConnection:
             self._handshake_index += 1
             self._next_handshake_step()
 
+        self._run_step(step, done)
+
+    def _run_step(self, step: HandshakeStep, done: HandshakeDone) -> None:
         try:
             step(self, done)
         except Exception as exc:  # a broken step must not leave the connection half-open
@@ -369,9 +484,37 @@ class BrokerConnection:
                 exc
                 if isinstance(exc, errors.KafkaError)
                 else errors.AuthenticationError(
-                    f"handshake step {step!r} failed for node {self.node_id}: {exc!r}"
+                    f"handshake step {step!r} failed for node {self.node_id}: {type(exc).__name__}"
                 )
             )
+
+    def start_reauthentication(self, now: float) -> bool:
+        """Renew the SASL session (KIP-368) if it is due and nothing is in flight; True if started.
+
+        The connection is AUTHENTICATING (not ready for user requests) until the step reports back; a
+        failure closes it with the step's error, success makes it READY again."""
+        step = self._reauth_step
+        if step is None or not self.reauth_due(now) or self.in_flight_count() or self._out:
+            return False
+        log.debug("node %s: re-authenticating (the SASL session is about to expire)", self.node_id)
+        self.reauth_at_ms = None
+        self._setup_timeout_ms = self.request_timeout_ms
+        self._setup_deadline_ms = now + self.request_timeout_ms
+        self._set_state(ConnectionState.AUTHENTICATING, None)
+        ticket = object()
+        self._reauthenticating = ticket
+
+        def done(error: Exception | None) -> None:
+            if self.state is not ConnectionState.AUTHENTICATING or self._reauthenticating is not ticket:
+                return
+            self._reauthenticating = None
+            if error is not None:
+                self._close_with(error)
+                return
+            self._set_state(ConnectionState.READY, None)
+
+        self._run_step(step, done)
+        return True
 
     # ------------------------------------------------------------------ sending
     def send(
@@ -400,9 +543,23 @@ class BrokerConnection:
         now: float | None = None,
     ) -> int:
         """Queue a handshake request (any connected state); ``callback`` runs as soon as it completes."""
-        if self.state in (ConnectionState.DISCONNECTED, ConnectionState.CONNECTING):
+        if self.state < ConnectionState.API_VERSIONS:
             raise errors.IllegalStateError(f"node {self.node_id} is not connected (state {self.state.name})")
         return self._send(api_key, version, body, callback, True, None, now, internal=True)
+
+    def send_raw_token(self, token: bytes, callback: RawTokenCallback) -> None:
+        """Write ``int32 length + token`` outside Kafka framing (SASL after SaslHandshake v0); ``callback``
+        gets the broker's next length-framed token. Only while AUTHENTICATING."""
+        if self.state is not ConnectionState.AUTHENTICATING:
+            raise errors.IllegalStateError(
+                f"raw SASL tokens are only allowed while authenticating (node {self.node_id}, "
+                f"state {self.state.name})"
+            )
+        frame = _RAW_SIZE.pack(len(token)) + token
+        self._queued_total += len(frame)
+        self._raw_waiters.append(callback)
+        self._out.append(memoryview(frame))
+        self._flush()
 
     def _send(
         self,
@@ -449,6 +606,9 @@ class BrokerConnection:
             if mask & (selectors.EVENT_WRITE | selectors.EVENT_READ):
                 self._finish_connect(now)
             return
+        if self.state is ConnectionState.TLS_HANDSHAKE:
+            self._do_tls_handshake(now)
+            return
         if mask & selectors.EVENT_WRITE:
             self._flush()
         if mask & selectors.EVENT_READ and self.state is not ConnectionState.DISCONNECTED:
@@ -464,25 +624,29 @@ class BrokerConnection:
         if code != 0:
             self._close_with(self._connect_error(f"{errno.errorcode.get(code, code)}: {_strerror(code)}"))
             return
-        self._update_interest()
         self._on_connected(now)
 
     def _flush(self) -> None:
         sock = self._sock
         out = self._out
-        if sock is None or not out or self.state is ConnectionState.CONNECTING:
+        if sock is None or not out or self.state <= ConnectionState.TLS_HANDSHAKE:
             self._update_interest()
             return
+        tls = self._ssl_context is not None
         while out:
             try:
-                if _HAS_SENDMSG and len(out) > 1:
+                if tls:
+                    if len(out) > 1 and len(out[0]) < _TLS_MERGE_BYTES:
+                        _merge_head(out)
+                    sent = sock.send(out[0])
+                elif _HAS_SENDMSG and len(out) > 1:
                     sent = sock.sendmsg(list(islice(out, _SENDMSG_MAX_BUFFERS)))
                 else:
                     sent = sock.send(out[0])
-            except (BlockingIOError, InterruptedError):
+            except _TLS_WOULD_BLOCK:
                 break
             except OSError as exc:
-                self._disconnect(f"write failed: {exc}")
+                self._io_failed("write", exc)
                 return
             if sent <= 0:
                 break
@@ -508,24 +672,41 @@ class BrokerConnection:
         sock = self._sock
         protocol = self._protocol
         assert sock is not None and protocol is not None
+        tls = isinstance(sock, ssl.SSLSocket)
         for _ in range(_READS_PER_EVENT):
             try:
                 data = sock.recv(self._recv_size)
-            except (BlockingIOError, InterruptedError):
+            except _TLS_WOULD_BLOCK:
                 return
             except OSError as exc:
-                self._disconnect(f"read failed: {exc}")
+                self._io_failed("read", exc)
                 return
             if not data:
-                partial = protocol.buffered_bytes()
-                if partial:
-                    self._disconnect(f"the broker closed the connection mid-response ({partial} bytes in)")
-                elif self._in_flight:
-                    self._disconnect("the broker closed the connection with a response outstanding")
-                else:
-                    self._disconnect("the broker closed the connection")
+                self._on_eof(protocol)
                 return
             self.last_activity_ms = now
+            got = len(data)
+            if self._raw_waiters or self._raw_buf:
+                data = self._feed_raw(data)
+                if self.state is ConnectionState.DISCONNECTED or self._protocol is not protocol:
+                    return
+                if not data:
+                    if got < self._recv_size and not (tls and _tls_pending(sock)):
+                        return
+                    continue
+            if (
+                not tls
+                and self.state is ConnectionState.API_VERSIONS
+                and not protocol.buffered_bytes()
+                and looks_like_tls_alert(data)
+            ):
+                self._close_with(
+                    errors.AuthenticationError(
+                        f"node {self.node_id} ({self.host}:{self.port}) answered with a TLS alert: it is a TLS "
+                        "listener, but this client does not use TLS; set security.protocol to SSL or SASL_SSL"
+                    )
+                )
+                return
             try:
                 responses = protocol.receive_data(data)
             except errors.KafkaError as exc:  # ProtocolError subclasses: the stream is unusable
@@ -554,10 +735,72 @@ class BrokerConnection:
                         return
                     self._in_flight.popleft()
                     self._complete(req, response.body, None, done_ms)
-                    if self.state is ConnectionState.DISCONNECTED:
+                    if self.state is ConnectionState.DISCONNECTED or self._protocol is not protocol:
                         return  # a handshake callback closed the connection
-            if len(data) < self._recv_size:
+            if got < self._recv_size and not (tls and _tls_pending(sock)):
                 return
+
+    def _feed_raw(self, data: bytes) -> bytes:
+        """Consume raw SASL token frames for the waiting callbacks; returns the bytes after them."""
+        buf = self._raw_buf
+        buf += data
+        while self._raw_waiters and len(buf) >= 4:
+            (size,) = _RAW_SIZE.unpack_from(buf, 0)
+            if size < 0 or size > self.max_response_size:
+                self._close_with(
+                    errors.AuthenticationError(
+                        f"node {self.node_id} sent a SASL token of {size} bytes during authentication"
+                    )
+                )
+                return b""
+            if len(buf) < 4 + size:
+                return b""
+            token = bytes(buf[4 : 4 + size])
+            del buf[: 4 + size]
+            callback = self._raw_waiters.popleft()
+            try:
+                callback(token)
+            except Exception as exc:
+                log.exception("node %s: SASL token callback failed", self.node_id)
+                if self.state is not ConnectionState.DISCONNECTED:
+                    self._close_with(exc)
+                return b""
+            if self.state is ConnectionState.DISCONNECTED:
+                return b""
+        if self._raw_waiters:
+            return b""
+        rest = bytes(buf)
+        buf.clear()
+        return rest
+
+    def _on_eof(self, protocol: KafkaProtocol) -> None:
+        if self._raw_waiters:
+            self._close_with(
+                errors.AuthenticationError(
+                    f"node {self.node_id} ({self.host}:{self.port}) closed the connection during SASL "
+                    "authentication; a broker without SaslAuthenticate (SaslHandshake v0) rejects a login "
+                    "this way: check sasl.mechanism, sasl.username and sasl.password"
+                )
+            )
+            return
+        partial = protocol.buffered_bytes()
+        if partial:
+            self._disconnect(f"the broker closed the connection mid-response ({partial} bytes in)")
+        elif self._in_flight:
+            self._disconnect("the broker closed the connection with a response outstanding")
+        else:
+            self._disconnect("the broker closed the connection")
+
+    def _io_failed(self, op: str, exc: OSError) -> None:
+        """A socket error: TLS errors before READY are authentication failures, the rest a lost link."""
+        if (
+            isinstance(exc, ssl.SSLError)
+            and not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+            and self.state is not ConnectionState.READY
+        ):
+            self._close_with(handshake_error(exc, self.node_id, self.host, self.port))
+            return
+        self._disconnect(f"{op} failed: {exc}")
 
     def _complete(
         self, req: _InFlight, body: dict[str, Any] | None, error: Exception | None, now: float
@@ -582,10 +825,15 @@ class BrokerConnection:
         if state is ConnectionState.DISCONNECTED:
             return False
         if state is not ConnectionState.READY and now >= self._setup_deadline_ms:
+            hint = ""
+            if state is ConnectionState.TLS_HANDSHAKE:
+                hint = "; the broker never answered the TLS handshake: is it a plaintext listener? (security.protocol)"
+            elif self._reauthenticating is not None:
+                hint = "; SASL re-authentication got no answer (request.timeout.ms)"
             self._close_with(
                 self._connect_error(
                     f"connection setup timed out in state {state.name} "
-                    f"after {self._setup_timeout_ms:.0f} ms (socket.connection.setup.timeout.ms)"
+                    f"after {self._setup_timeout_ms:.0f} ms (socket.connection.setup.timeout.ms){hint}"
                 )
             )
             return True
@@ -620,6 +868,9 @@ class BrokerConnection:
         network_cls = errors.error_class_for_code(errors.NETWORK_EXCEPTION)
         text = f"connection to node {self.node_id} ({self.host}:{self.port}) lost: {reason}"
         if self.state is not ConnectionState.READY:
+            if self.state is ConnectionState.API_VERSIONS and self._ssl_context is None:
+                text += (" (before answering ApiVersions: if this listener uses TLS, set security.protocol "
+                         "to SSL or SASL_SSL)")
             self._close_with(errors.KafkaConnectionError(text))
             return
 
@@ -662,6 +913,11 @@ class BrokerConnection:
                 pass
             self._sock = None
         self._out.clear()
+        self._raw_waiters.clear()
+        self._raw_buf.clear()
+        self.reauth_at_ms = None
+        self._reauth_step = None
+        self._reauthenticating = None
         self._queued_total = self._written_total = 0
         failed = list(self._in_flight) + list(self._unwritten_no_response)
         self._in_flight.clear()
@@ -695,6 +951,8 @@ class BrokerConnection:
             return
         if self.state is ConnectionState.CONNECTING:
             wanted = selectors.EVENT_WRITE
+        elif self.state is ConnectionState.TLS_HANDSHAKE:
+            wanted = self._tls_wants
         else:
             wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._out else 0)
         if wanted != self._events:
@@ -714,6 +972,22 @@ class BrokerConnection:
 
     def __repr__(self) -> str:
         return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port}, {self.state.name})"
+
+
+def _tls_pending(sock: socket.socket) -> int:
+    """Decrypted bytes OpenSSL holds that the selector cannot see."""
+    return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0
+
+
+def _merge_head(out: deque[memoryview]) -> None:
+    """Join the small buffers at the head of ``out`` into one (one TLS record instead of many)."""
+    parts: list[memoryview] = []
+    total = 0
+    while out and total < _TLS_MERGE_BYTES:
+        head = out.popleft()
+        parts.append(head)
+        total += len(head)
+    out.appendleft(memoryview(b"".join(parts)))
 
 
 def _strerror(code: int) -> str:

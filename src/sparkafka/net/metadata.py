@@ -11,6 +11,9 @@ fatal per-topic errors (invalid name, not authorised) and wakes threads blocked 
 ``wait_for_topic`` (a ``threading.Condition``: this state is shared between the Sender and callers).
 When every known broker is unreachable (or no metadata arrived for a long time) and
 ``metadata.recovery.strategy=rebootstrap``, the snapshot falls back to the bootstrap addresses.
+When every known broker rejected the client's credentials (the network client reports an
+``AuthenticationError`` for all of them), waiting threads get that error at once instead of waiting for
+``max.block.ms``; it stays until a metadata update succeeds.
 """
 
 from __future__ import annotations
@@ -267,6 +270,12 @@ class Metadata:
                 self._fatal = error
                 self._cond.notify_all()
 
+    def fail_waiters(self, error: Exception) -> None:
+        """Raise ``error`` to every thread waiting for metadata (now and until the next successful update)."""
+        with self._cond:
+            self._fatal = error
+            self._cond.notify_all()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -428,3 +437,7 @@ class MetadataUpdater:
 
     def _on_disconnect(self, node_id: int, error: Exception | None) -> None:
         self._metadata.request_update()
+        if isinstance(error, errors.AuthenticationError):
+            failure = self._client.authentication_error()  # set only when every known node rejected us
+            if failure is not None:
+                self._metadata.fail_waiters(failure)
