@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import decimal
 
-import pyarrow as pa
 import pytest
 from avro_decode import decode_record
 from pyspark.sql.types import (
@@ -24,7 +23,7 @@ from pyspark.sql.types import (
 )
 
 from sparkafka.errors import InvalidRecordInputError
-from sparkafka.spark.avro_fallback import avro_schema, decimal_size, encode_batch, zigzag_varint
+from sparkafka.spark.avro_fallback import avro_schema, decimal_size, row_encoder, zigzag_varint
 
 
 @pytest.mark.parametrize(("n", "encoded"), [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (-64, b"\x7f"),
@@ -45,27 +44,24 @@ def test_rows_round_trip_through_an_independent_decoder() -> None:
               StructField("amount", DecimalType(10, 2)), StructField("day", DateType()),
               StructField("ts", TimestampType())]
     ts = datetime.datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=datetime.timezone.utc)
-    batch = pa.record_batch({
-        "s": pa.array(["héllo", None]),
-        "i": pa.array([-5, 2**31 - 1], pa.int32()),
-        "l": pa.array([2**40, None], pa.int64()),
-        "d": pa.array([1.5, -0.25]),
-        "f": pa.array([0.5, None], pa.float32()),
-        "b": pa.array([True, False]),
-        "raw": pa.array([b"\x00\xff", b""]),
-        "amount": pa.array([decimal.Decimal("-12.34"), decimal.Decimal("99999999.99")], pa.decimal128(10, 2)),
-        "day": pa.array([datetime.date(2024, 2, 29), None], pa.date32()),
-        "ts": pa.array([ts, None], pa.timestamp("us", "UTC")),
-    })
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    ts_micros = (ts - epoch) // datetime.timedelta(microseconds=1)
+    day = (datetime.date(2024, 2, 29) - datetime.date(1970, 1, 1)).days
     schema = avro_schema(fields)
     assert schema["fields"][1] == {"name": "i", "type": "int"}  # not nullable: no union
     assert schema["fields"][0]["type"] == ["string", "null"]
-    encoded = encode_batch(batch, fields).to_pylist()
-    first, second = (decode_record(schema, e) for e in encoded)
-    assert first == {"s": "héllo", "i": -5, "l": 2**40, "d": 1.5, "f": 0.5, "b": True, "raw": b"\x00\xff",
-                     "amount": decimal.Decimal("-12.34"), "day": datetime.date(2024, 2, 29), "ts": ts}
-    assert second == {"s": None, "i": 2**31 - 1, "l": None, "d": -0.25, "f": None, "b": False, "raw": b"",
-                      "amount": decimal.Decimal("99999999.99"), "day": None, "ts": None}
+    encode = row_encoder(fields)
+    # Values as the UDF receives them: dates and timestamps already epoch days / microseconds.
+    first = encode(("héllo", -5, 2**40, 1.5, 0.5, True, bytearray(b"\x00\xff"), decimal.Decimal("-12.34"),
+                    day, ts_micros))
+    second = encode((None, 2**31 - 1, None, -0.25, None, False, b"", decimal.Decimal("99999999.99"), None, None))
+    assert decode_record(schema, first) == {
+        "s": "héllo", "i": -5, "l": 2**40, "d": 1.5, "f": 0.5, "b": True, "raw": b"\x00\xff",
+        "amount": decimal.Decimal("-12.34"), "day": datetime.date(2024, 2, 29), "ts": ts}
+    assert decode_record(schema, second) == {
+        "s": None, "i": 2**31 - 1, "l": None, "d": -0.25, "f": None, "b": False, "raw": b"",
+        "amount": decimal.Decimal("99999999.99"), "day": None, "ts": None}
+    assert first[:1] == b"\x00" and second[:1] == b"\x02"  # union branches: value, then null
 
 
 def test_nested_types_are_refused_by_name() -> None:
@@ -74,6 +70,7 @@ def test_nested_types_are_refused_by_name() -> None:
 
 
 def test_null_in_a_non_nullable_column_is_refused() -> None:
-    fields = [StructField("n", LongType(), False)]
+    encode = row_encoder([StructField("n", LongType(), False)])
+    assert encode((1,)) == b"\x02"
     with pytest.raises(InvalidRecordInputError, match="'n' is declared not null"):
-        encode_batch(pa.record_batch({"n": pa.array([1, None])}), fields)
+        encode((None,))

@@ -38,10 +38,14 @@ def test_pipeline_on_its_own_embedded_broker(spark: Any, tmp_path: Path,
     assert sum(result["partition_counts"].values()) == 20000
     assert len(result["partition_counts"]) == 3
     after, before = result["offsets_after"], result["offsets_before"]
-    assert {p: after[p] - before[p] for p in after} == result["partition_counts"]
+    assert set(before.values()) == {0}
+    for p, count in result["partition_counts"].items():
+        assert result["acked_offsets"][p] == [0, count - 1]  # a fresh topic: offsets 0..count-1, no gaps
+        # ListOffsets may lag behind the acknowledged offsets (Tansu reports the last batch's base offset)
+        assert 0 < after[p] <= count
     text = capsys.readouterr()
     assert "records acknowledged          20,000" in text.out
-    assert "records/s" in text.err  # the progress line
+    assert "records/s" in text.err or "waiting for the first records" in text.err  # the progress line
 
 
 def test_pipeline_generator_json_records(spark: Any, tansu: Any, tmp_path: Path) -> None:
@@ -93,7 +97,7 @@ def test_pipeline_reads_parquet_input_with_raw_values(spark: Any, tansu: Any, tm
                  "--key-column", "user", "--value-format", "raw", "--value-column", "payload",
                  "--topic", topic, "--partitions", "2", "--no-progress"]) == 0
     records = consume_all(tansu.bootstrap_servers, topic, 500)
-    assert sorted(r.value for r in records) == sorted(f"event {n}".encode() for n in range(500))
+    assert sorted(r.value or b"" for r in records) == sorted(f"event {n}".encode() for n in range(500))
     assert all(r.key == f"u{int((r.value or b'')[6:]) % 7}".encode() for r in records)
     assert dict(records[0].headers)["schema"] == b"events"
 

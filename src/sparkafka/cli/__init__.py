@@ -23,6 +23,7 @@ from sparkafka import __version__
 COMMANDS: tuple[str, ...] = (
     "broker",
     "pipeline",
+    "perf",
 )
 # ---------------------------------------------------------------------------------------------
 

@@ -91,6 +91,8 @@ class PipelineResult:
     """The Avro writer schema (JSON) when the built-in encoder wrote the values."""
     partition_counts: dict[int, int] = field(default_factory=dict)
     """Records acknowledged per partition (from the tasks' commit messages)."""
+    acked_offsets: dict[int, list[int]] = field(default_factory=dict)
+    """``partition -> [first, last]`` acknowledged offsets (from the commit messages)."""
     offsets_before: dict[int, int] = field(default_factory=dict)
     offsets_after: dict[int, int] = field(default_factory=dict)
     retried_tasks: int = 0
@@ -158,8 +160,11 @@ class ProgressPrinter:
                 now = time.monotonic()
                 count = sum(end - self._before.get(p, 0) for p, end in offsets.items())
                 rate = (count - last) / (now - last_t) if now > last_t else 0.0
-                line = (f"  {count:>12,} records in Kafka  {rate:>10,.0f} records/s now  "
-                        f"{count / (now - started):>10,.0f} records/s overall")
+                if count == 0:
+                    line = f"  waiting for the first records ({now - started:.0f} s; Spark is planning and starting)"
+                else:
+                    line = (f"  {count:>12,} records in Kafka  {rate:>10,.0f} records/s now  "
+                            f"{count / (now - started):>10,.0f} records/s overall")
                 print(("\r" + line) if tty else line, end="" if tty else "\n", file=self._out, flush=True)
                 self._printed = True
                 self.last_count, last, last_t = count, count, now
@@ -256,11 +261,12 @@ def run_pipeline(
     with AdminClient(bootstrap) as admin:
         after = admin.list_offsets(topic)
     counts = {int(tp.rpartition(":")[2]): r[2] for tp, r in summary.partitions.items()}
+    acked = {int(tp.rpartition(":")[2]): [r[0], r[1]] for tp, r in summary.partitions.items()}
     return PipelineResult(
         topic=topic, bootstrap_servers=bootstrap, embedded_broker=embedded_broker, rows=summary.rows,
         acknowledged=summary.acknowledged, bytes=summary.bytes, seconds=round(seconds, 3),
         value_format=value_format, avro_encoder=shaped.avro_encoder, avro_schema=shaped.avro_schema,
-        partition_counts=dict(sorted(counts.items())),
+        partition_counts=dict(sorted(counts.items())), acked_offsets=dict(sorted(acked.items())),
         offsets_before=before, offsets_after=after, retried_tasks=summary.retried_tasks)
 
 
@@ -284,12 +290,17 @@ def format_summary(result: PipelineResult) -> str:
     if result.retried_tasks:
         lines.append(f"  retried tasks         {result.retried_tasks:>14,}  (at-least-once: retries may "
                      "duplicate records)")
-    lines.append("  partition    records   end offset before -> after")
+    lines.append("  partition    records   acknowledged offsets   end offset (ListOffsets) before -> after")
     for p in sorted(set(result.offsets_after) | set(result.partition_counts)):
-        lines.append(f"  {p:>9}  {result.partition_counts.get(p, 0):>9,}   "
-                     f"{result.offsets_before.get(p, 0):>17,} -> {result.offsets_after.get(p, 0):,}")
+        first, last = result.acked_offsets.get(p, [-1, -1])
+        span = f"{first:,}..{last:,}" if first >= 0 else "-"
+        lines.append(f"  {p:>9}  {result.partition_counts.get(p, 0):>9,}   {span:>20}   "
+                     f"{result.offsets_before.get(p, 0):>27,} -> {result.offsets_after.get(p, 0):,}")
     added = sum(result.offsets_after.values()) - sum(result.offsets_before.values())
     lines.append(f"  end offsets grew by {added:,} in total")
+    if added != result.acknowledged:
+        lines.append(f"  note: that is not the {result.acknowledged:,} records acknowledged: other writers, or a "
+                     "broker whose ListOffsets lags (Tansu reports the base offset of a partition's last batch)")
     return "\n".join(lines)
 
 

@@ -1,25 +1,25 @@
 """A small Avro binary encoder for flat rows, used when Spark's ``spark-avro`` package is absent.
 
 How it works: ``to_avro(struct(*))`` needs the ``spark-avro`` jar, which is not part of PySpark's
-distribution. ``encode_avro(df, columns, keep)`` is the fallback: it runs ``mapInArrow`` and encodes
-each Arrow batch column by column in Python (zigzag varints for int/long/date/timestamp, IEEE
-little-endian floats, length-prefixed strings and bytes, fixed-size two's-complement decimals), then
-concatenates each row's fields. The writer schema (``avro_schema``) follows the one Spark's
-``to_avro`` derives: nullable fields are unions ``[type, "null"]``, decimals are ``fixed`` of
-Spark's size with the decimal logical type, timestamps are ``timestamp-micros``. Only flat rows of
-primitive types are supported; nested types raise ``InvalidRecordInputError`` naming the column. It
-costs a few microseconds per field.
+distribution. ``encode_avro(df, columns, keep)`` is the fallback: Spark turns dates and timestamps
+into epoch days / microseconds, then a plain Python UDF (no pandas needed) encodes each row with
+``row_encoder``: zigzag varints for int/long/date/timestamp, IEEE little-endian floats,
+length-prefixed strings and bytes, fixed-size two's-complement decimals. The writer schema
+(``avro_schema``) follows the one Spark's ``to_avro`` derives: nullable fields are unions
+``[type, "null"]``, decimals are ``fixed`` of Spark's size with the decimal logical type,
+timestamps are ``timestamp-micros``. Only flat rows of primitive types are supported; nested types
+raise ``InvalidRecordInputError`` naming the column. It costs a few microseconds per field.
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -34,14 +34,13 @@ from pyspark.sql.types import (
     ShortType,
     StringType,
     StructField,
-    StructType,
     TimestampNTZType,
     TimestampType,
 )
 
 from sparkafka.errors import InvalidRecordInputError
 
-__all__ = ["avro_schema", "encode_avro", "encode_batch", "zigzag_varint"]
+__all__ = ["avro_schema", "decimal_size", "encode_avro", "row_encoder", "zigzag_varint"]
 
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
@@ -107,56 +106,59 @@ def avro_schema(fields: Sequence[StructField], name: str = "topLevelRecord") -> 
     return {"type": "record", "name": name, "fields": out}
 
 
-def _encoder(dt: DataType) -> Callable[[pa.Array], list[bytes | None]]:
-    """A column encoder: Arrow array -> per-row encoded bytes (None for nulls)."""
+def _field_encoder(dt: DataType) -> Callable[[Any], bytes]:
+    """Encoder of one non-null value as the UDF receives it (dates and timestamps pre-converted to
+    epoch days / microseconds by ``encode_avro``)."""
     if isinstance(dt, BooleanType):
-        return lambda a: [None if v is None else (b"\x01" if v else b"\x00") for v in a.to_pylist()]
-    if isinstance(dt, (ByteType, ShortType, IntegerType, LongType)):
-        return lambda a: [None if v is None else zigzag_varint(v) for v in a.to_pylist()]
+        return lambda v: b"\x01" if v else b"\x00"
+    if isinstance(dt, (ByteType, ShortType, IntegerType, LongType, DateType, TimestampType,
+                       TimestampNTZType)):
+        return zigzag_varint
     if isinstance(dt, FloatType):
-        return lambda a: [None if v is None else _FLOAT.pack(v) for v in a.to_pylist()]
+        return _FLOAT.pack
     if isinstance(dt, DoubleType):
-        return lambda a: [None if v is None else _DOUBLE.pack(v) for v in a.to_pylist()]
-    if isinstance(dt, (StringType, BinaryType)):
-        def blobs(a: pa.Array) -> list[bytes | None]:
-            if pa.types.is_string(a.type):
-                a = a.cast(pa.binary())
-            elif pa.types.is_large_string(a.type):
-                a = a.cast(pa.large_binary())
-            return [None if v is None else zigzag_varint(len(v)) + v for v in a.to_pylist()]
-        return blobs
-    if isinstance(dt, DateType):
-        return lambda a: [None if v is None else zigzag_varint(v) for v in a.cast(pa.int32()).to_pylist()]
-    if isinstance(dt, (TimestampType, TimestampNTZType)):
-        def micros(a: pa.Array) -> list[bytes | None]:
-            if a.type.unit != "us":
-                a = a.cast(pa.timestamp("us", a.type.tz))
-            return [None if v is None else zigzag_varint(v) for v in a.cast(pa.int64()).to_pylist()]
-        return micros
+        return _DOUBLE.pack
+    if isinstance(dt, StringType):
+        def text(v: str) -> bytes:
+            raw = v.encode()
+            return zigzag_varint(len(raw)) + raw
+        return text
+    if isinstance(dt, BinaryType):
+        return lambda v: zigzag_varint(len(v)) + bytes(v)
     if isinstance(dt, DecimalType):
         scale, size = dt.scale, decimal_size(dt.precision)
-
-        def decimals(a: pa.Array) -> list[bytes | None]:
-            return [None if v is None else int(v.scaleb(scale)).to_bytes(size, "big", signed=True)
-                    for v in a.to_pylist()]
-        return decimals
+        return lambda v: int(v.scaleb(scale)).to_bytes(size, "big", signed=True)
     raise InvalidRecordInputError(f"type {dt.simpleString()} is not supported by the Avro fallback")
 
 
-def encode_batch(batch: pa.RecordBatch, fields: Sequence[StructField]) -> pa.Array:
-    """The Avro encoding of each row of ``batch`` (restricted to ``fields``) as a binary array."""
-    columns: list[list[bytes | None]] = []
-    for f in fields:
-        encoded = _encoder(f.dataType)(batch.column(f.name))
-        if f.nullable:
-            encoded = [_NULL if v is None else _SOME + v for v in encoded]
-        elif any(v is None for v in encoded):
-            raise InvalidRecordInputError(f"column {f.name!r} is declared not null but holds a null")
-        columns.append(encoded)
-    if not columns:
-        return pa.array([b""] * batch.num_rows, pa.binary())
-    join = b"".join
-    return pa.array([join(row) for row in zip(*columns)], pa.binary())
+def row_encoder(fields: Sequence[StructField]) -> Callable[[Sequence[Any]], bytes]:
+    """A function encoding one row (values in ``fields`` order) as an Avro record body."""
+    avro_schema(fields)  # refuses unsupported types, naming the column
+    plan = [(f.name, _field_encoder(f.dataType), f.nullable) for f in fields]
+
+    def encode(values: Sequence[Any]) -> bytes:
+        out = []
+        for (name, enc, nullable), v in zip(plan, values):
+            if v is None:
+                if not nullable:
+                    raise InvalidRecordInputError(f"column {name!r} is declared not null but holds a null")
+                out.append(_NULL)
+            elif nullable:
+                out.append(_SOME + enc(v))
+            else:
+                out.append(enc(v))
+        return b"".join(out)
+
+    return encode
+
+
+def _as_udf_input(df: DataFrame, field: StructField) -> Column:
+    col = df[field.name]
+    if isinstance(field.dataType, DateType):
+        return F.unix_date(col)
+    if isinstance(field.dataType, (TimestampType, TimestampNTZType)):
+        return F.unix_micros(col.cast("timestamp"))
+    return col
 
 
 def encode_avro(df: DataFrame, columns: Sequence[str],
@@ -164,19 +166,16 @@ def encode_avro(df: DataFrame, columns: Sequence[str],
     """``df`` reduced to the ``keep`` columns plus ``value`` = Avro encoding of ``columns``.
 
     Returns the DataFrame and the Avro writer schema. Raises ``InvalidRecordInputError`` at once for
-    a column type the encoder does not handle.
+    a column type the encoder does not handle. The encoding runs in a plain Python UDF (Arrow UDFs
+    and ``mapInArrow`` would need pandas on the workers).
     """
     by_name = {f.name: f for f in df.schema.fields}
     fields = [by_name[c] for c in columns]
     schema = avro_schema(fields)
-    out_schema = StructType([by_name[c] for c in keep] + [StructField("value", BinaryType(), False)])
-
-    def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            kept = [batch.column(c) for c in keep]
-            yield pa.record_batch([*kept, encode_batch(batch, fields)], names=[*keep, "value"])
-
-    return df.mapInArrow(encode, out_schema), schema
+    encode = row_encoder(fields)
+    to_avro = F.udf(lambda row: encode(tuple(row)), BinaryType(), useArrow=False)
+    args = F.struct(*[_as_udf_input(df, f).alias(f"_{i}") for i, f in enumerate(fields)])
+    return df.select(*[df[c] for c in keep], to_avro(args).alias("value")), schema
 
 
 def schema_json(schema: dict[str, Any]) -> str:

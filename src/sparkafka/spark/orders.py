@@ -105,7 +105,7 @@ def avro_available(spark: SparkSession) -> bool:
     """Whether Spark's ``spark-avro`` (``to_avro``) is on the JVM classpath."""
     jvm: Any = spark.sparkContext._jvm
     try:
-        jvm.java.lang.Class.forName("org.apache.spark.sql.avro.functions")
+        jvm.java.lang.Class.forName("org.apache.spark.sql.avro.CatalystDataToAvro")
     except Exception:
         return False
     return True
