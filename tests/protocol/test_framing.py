@@ -307,3 +307,27 @@ def test_metadata_response_roundtrip_through_protocol() -> None:
     part = resp.body["topics"][0]["partitions"][0]
     assert (part["leader_id"], part["replica_nodes"], part["offline_replicas"]) == (1, [1, 2], [2])
     assert resp.body == METADATA.decode_response(9, METADATA.encode_response(9, md))
+
+
+def test_answer_to_an_unanswered_request_is_skipped() -> None:
+    """Some brokers (Tansu) answer acks=0 Produce requests; the answer must be skipped, not break the stream."""
+    from sparkafka.protocol.framing import KafkaProtocol, encode_response_frame
+    from sparkafka.protocol.messages import API_BY_KEY, ApiKey
+
+    def enc(key: int, v: int, cid: int, body: dict[str, object]) -> bytes:
+        return encode_response_frame(key, v, cid, API_BY_KEY[key].encode_response(v, body))
+
+    proto = KafkaProtocol("c")
+    cid0, _ = proto.send_request(ApiKey.PRODUCE, 9, b"\x00" * 3, expect_response=False)
+    cid1, _ = proto.send_request(ApiKey.METADATA, 12, {"topics": []})
+    stray = enc(ApiKey.PRODUCE, 9, cid0, {"responses": []})
+    real = enc(ApiKey.METADATA, 12, cid1, {"brokers": [], "topics": []})
+    responses = proto.receive_data(stray + real)
+    assert [r.correlation_id for r in responses] == [cid1]
+    # an id that was never sent is still a mismatch
+    proto.send_request(ApiKey.METADATA, 12, {"topics": []})
+    import pytest as _pytest
+
+    from sparkafka.errors import CorrelationIdMismatchError
+    with _pytest.raises(CorrelationIdMismatchError):
+        proto.receive_data(enc(ApiKey.METADATA, 12, 999, {"brokers": [], "topics": []}))

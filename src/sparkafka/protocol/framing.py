@@ -186,6 +186,7 @@ class KafkaProtocol:
         "_error",
         "_in_flight",
         "_next_correlation_id",
+        "_unanswered",
         "max_frame_size",
     )
 
@@ -199,6 +200,9 @@ class KafkaProtocol:
         self._in_flight: deque[InFlight] = deque()
         self._buf = bytearray()
         self._error: KafkaError | None = None
+        # Correlation ids of requests sent with expect_response=False (acks=0 Produce). Kafka never
+        # answers them; some brokers (Tansu) do, and such an answer is skipped, not a protocol error.
+        self._unanswered: deque[int] = deque(maxlen=1024)
 
     @property
     def client_id(self) -> str | None:
@@ -229,6 +233,8 @@ class KafkaProtocol:
         frame = b"".join((INT32.pack(len(header) + len(payload)), header, payload))
         if expect_response:
             self._in_flight.append(InFlight(correlation_id, api_key, version))
+        else:
+            self._unanswered.append(correlation_id)
         return correlation_id, frame
 
     # ---- receiving
@@ -254,6 +260,8 @@ class KafkaProtocol:
                     break
                 frame = buf[pos + 4 : pos + 4 + size]
                 pos += 4 + size
+                if self._unanswered and len(frame) >= 4 and self._is_unanswered(INT32.unpack_from(frame, 0)[0]):
+                    continue
                 responses.append(self._handle_frame(frame, popped))
         except KafkaError as e:
             self._in_flight.extendleft(reversed(popped))
@@ -262,6 +270,16 @@ class KafkaProtocol:
         if pos:
             del buf[:pos]
         return responses
+
+    def _is_unanswered(self, correlation_id: int) -> bool:
+        """True (and forgets it) if the id belongs to a request sent without expecting a response."""
+        if self._in_flight and self._in_flight[0].correlation_id == correlation_id:
+            return False
+        try:
+            self._unanswered.remove(correlation_id)
+        except ValueError:
+            return False
+        return True
 
     def _handle_frame(self, frame: bytearray, popped: list[InFlight]) -> Response:
         if len(frame) < 4:

@@ -1,0 +1,85 @@
+"""Fixtures for the end-to-end producer tests: one ``target`` fixture over Tansu and the mock cluster.
+
+How it works: ``target`` is parametrized over ``"tansu"`` (the session's shared Tansu broker: never
+restarted here) and ``"mock"`` (a fresh librdkafka mock cluster of 3 brokers). Both are wrapped in a
+``Target`` that knows the bootstrap address, how to create a topic with a given partition count
+(CreateTopics on Tansu, ``MockCluster.create_topic`` on the mock) and how to build producers for it;
+every producer it built is closed at teardown with a bounded timeout, so a broken ``close`` cannot hang
+the suite. ``mock_target`` is the mock alone, for tests that inject faults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sparkafka.producer.producer import KafkaProducer
+from support.consume import create_topic
+from support.mock_cluster import MockCluster
+
+
+class Target:
+    """A broker under test."""
+
+    def __init__(self, name: str, bootstrap: str, mock: MockCluster | None,
+                 unique_topic: Callable[[str], str]) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.mock = mock
+        self._unique_topic = unique_topic
+        self.producers: list[KafkaProducer] = []
+
+    def topic(self, partitions: int = 1, prefix: str = "t") -> str:
+        """Create a new topic with ``partitions`` partitions and return its name."""
+        name = self._unique_topic(prefix)
+        if self.mock is not None:
+            self.mock.create_topic(name, partitions, 1)
+        else:
+            create_topic(self.bootstrap, name, partitions)
+        return name
+
+    def producer(self, config: dict[str, Any] | None = None, **kwargs: Any) -> KafkaProducer:
+        """A KafkaProducer for this broker (``bootstrap.servers`` filled in), closed at teardown."""
+        merged: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        merged.update(config or {})
+        producer = KafkaProducer(merged, **kwargs)
+        self.producers.append(producer)
+        return producer
+
+    def close_producers(self) -> None:
+        for producer in self.producers:
+            producer.close(2)
+
+    def __repr__(self) -> str:
+        return f"Target({self.name}, {self.bootstrap})"
+
+
+@pytest.fixture(params=["tansu", "mock"])
+def target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+    """Tansu, then the mock cluster."""
+    if request.param == "tansu":
+        tansu = request.getfixturevalue("tansu")
+        t = Target("tansu", tansu.bootstrap_servers, None, unique_topic)
+    else:
+        mock: MockCluster = request.getfixturevalue("mock_cluster")
+        t = Target("mock", mock.bootstrap_servers, mock, unique_topic)
+    yield t
+    t.close_producers()
+
+
+@pytest.fixture
+def mock_target(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+    """The librdkafka mock cluster alone (fault injection)."""
+    t = Target("mock", mock_cluster.bootstrap_servers, mock_cluster, unique_topic)
+    yield t
+    t.close_producers()
+
+
+@pytest.fixture
+def tansu_target(tansu: Any, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+    """The shared Tansu broker alone."""
+    t = Target("tansu", tansu.bootstrap_servers, None, unique_topic)
+    yield t
+    t.close_producers()

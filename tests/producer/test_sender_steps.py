@@ -1,0 +1,558 @@
+"""The Sender stepped by hand: a ManualClock, a fake network client and fake metadata, no sockets.
+
+How it works: ``Rig`` builds a real RecordAccumulator and Sender around ``FakeClient`` (records every
+request; responses given with ``respond`` are delivered on the next ``poll``, as the real client does)
+and ``FakeMetadata`` (a fixed cluster; counts update requests). Each test appends records, calls
+``run_once()`` and advances the clock, then decodes the Produce requests on the "wire" (the real codec
+and record reader) to check what was sent, when, and with which producer id and sequences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from producer.fakes import FakeCluster
+from sparkafka import errors
+from sparkafka._clock import ManualClock
+from sparkafka._types import TopicPartition
+from sparkafka.net.response import ClientResponse
+from sparkafka.producer.accumulator import RecordAccumulator
+from sparkafka.producer.future import FutureRecordMetadata
+from sparkafka.producer.metrics import ProducerMetrics
+from sparkafka.producer.sender import Sender
+from sparkafka.producer.transaction_manager import TransactionManager
+from sparkafka.protocol.messages import PRODUCE, ApiKey
+from sparkafka.record.compression import CompressionType
+from sparkafka.record.reader import DecodedBatch, decode_batches
+
+T = "t"
+TS = 1_700_000_000_000
+PRODUCE_VERSION = 9
+
+
+# ----------------------------------------------------------------------------------------- fakes
+
+
+class FakeRequest:
+    def __init__(self, node: int, api_key: int, version: int | None, body: Any, expect_response: bool,
+                 callback: Callable[[ClientResponse], None], sent_at: float) -> None:
+        self.node = node
+        self.api_key = api_key
+        self.version = version
+        self.body = body
+        self.expect_response = expect_response
+        self.callback = callback
+        self.sent_at = sent_at
+        self.answered = False
+
+    def produce(self) -> dict[str, Any]:
+        assert self.api_key == ApiKey.PRODUCE and self.version is not None
+        return PRODUCE.decode_request(self.version, self.body)
+
+    def batches(self) -> dict[TopicPartition, DecodedBatch]:
+        """The record batch of every partition in this Produce request (one per partition)."""
+        out: dict[TopicPartition, DecodedBatch] = {}
+        for topic in self.produce()["topic_data"]:
+            for part in topic["partition_data"]:
+                decoded = decode_batches(part["records"])
+                assert len(decoded) == 1
+                out[(topic["name"], part["index"])] = decoded[0]
+        return out
+
+    def values(self, tp: TopicPartition) -> list[bytes | None]:
+        return [r.value for r in self.batches()[tp].records]
+
+    def size(self) -> int:
+        return sum(b.size_in_bytes for b in self.batches().values())
+
+
+class FakeClient:
+    """The subset of NetworkClient the Sender uses."""
+
+    request_timeout_ms = 30_000.0
+    reconnect_backoff_ms = 50.0
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.sent: list[FakeRequest] = []
+        self.not_ready: set[int] = set()
+        self.polls: list[float] = []
+        self._completions: list[tuple[Callable[[ClientResponse], None], ClientResponse]] = []
+
+    # NetworkClient API
+    def ready(self, node: int, now: float) -> bool:
+        return node not in self.not_ready
+
+    def connection_delay(self, node: int, now: float) -> float:
+        return 50.0
+
+    def api_version(self, node: int, api_key: int) -> int:
+        assert api_key == ApiKey.PRODUCE
+        return PRODUCE_VERSION
+
+    def least_loaded_node(self, now: float) -> int | None:
+        return 1
+
+    def send(self, node: int, api_key: int, body: Any, *, version: int | None = None, expect_response: bool = True,
+             callback: Callable[[ClientResponse], None], timeout_ms: float | None = None) -> None:
+        req = FakeRequest(node, api_key, version, body, expect_response, callback, self.clock.monotonic_ms())
+        self.sent.append(req)
+        if not expect_response:
+            req.answered = True
+            self._completions.append((callback, ClientResponse(node, api_key, version or -1, -1, None, None, 0.0)))
+
+    def poll(self, timeout_ms: float, now: float) -> None:
+        self.polls.append(timeout_ms)
+        completions, self._completions = self._completions, []
+        for callback, response in completions:
+            callback(response)
+
+    def wakeup(self) -> None:
+        pass
+
+    def in_flight_count(self, node: int | None = None) -> int:
+        return sum(1 for r in self.sent if not r.answered and r.expect_response)
+
+    def close(self) -> None:
+        pass
+
+    # test helpers
+    def produce_requests(self) -> list[FakeRequest]:
+        return [r for r in self.sent if r.api_key == ApiKey.PRODUCE]
+
+    def respond(self, req: FakeRequest, body: dict[str, Any] | None = None, error: Exception | None = None,
+                latency_ms: float = 2.0) -> None:
+        """Deliver ``body`` (or ``error``) for ``req`` on the next poll."""
+        assert not req.answered, "answered twice"
+        req.answered = True
+        response = ClientResponse(req.node, req.api_key, req.version or -1, 0, body, error, latency_ms)
+        self._completions.append((req.callback, response))
+
+    def respond_produce(self, req: FakeRequest, codes: dict[TopicPartition, int] | None = None,
+                        offsets: dict[TopicPartition, int] | None = None) -> None:
+        """Answer every partition of a Produce request: error code (default 0) and base offset."""
+        codes = codes or {}
+        offsets = offsets or {}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp in req.batches():
+            code = codes.get(tp, 0)
+            topics.setdefault(tp[0], []).append({
+                "index": tp[1], "error_code": code, "base_offset": -1 if code else offsets.get(tp, 0),
+                "log_append_time_ms": -1, "log_start_offset": 0, "record_errors": [], "error_message": None,
+            })
+        body = {"responses": [{"name": name, "partition_responses": parts} for name, parts in topics.items()],
+                "throttle_time_ms": 0}
+        self.respond(req, body)
+
+
+class FakeMetadata:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.update_requests = 0
+        self.added: list[str] = []
+
+    def fetch(self) -> FakeCluster:
+        return self.cluster
+
+    def add_topic(self, topic: str, now: float) -> None:
+        self.added.append(topic)
+
+    def request_update(self) -> int:
+        self.update_requests += 1
+        return 0
+
+
+class FakeUpdater:
+    def maybe_update(self, now: float) -> float:
+        return math.inf
+
+
+class Rig:
+    """A Sender with fakes around a real accumulator (and optionally a real TransactionManager)."""
+
+    def __init__(self, *, partitions: int = 3, leaders: dict[TopicPartition, int | None] | None = None,
+                 linger_ms: float = 0, batch_size: int = 16384, retry_backoff_ms: int = 100,
+                 delivery_timeout_ms: int = 120_000, retries: int = 10, max_request_size: int = 1_048_576,
+                 in_order: bool = False, idempotent: bool = False, compression: CompressionType = CompressionType.NONE,
+                 acks: int = -1) -> None:
+        self.clock = ManualClock()
+        self.cluster = FakeCluster(leaders if leaders is not None else {(T, p): 1 for p in range(partitions)})
+        self.tm = TransactionManager(None, 60_000, retry_backoff_ms) if idempotent else None
+        self.accumulator = RecordAccumulator(
+            batch_size=batch_size, buffer_memory=1 << 22, compression=compression, linger_ms=linger_ms,
+            retry_backoff_ms=retry_backoff_ms, retry_backoff_max_ms=retry_backoff_ms,  # no jitter
+            delivery_timeout_ms=delivery_timeout_ms, clock=self.clock, transaction_manager=self.tm,
+        )
+        self.client = FakeClient(self.clock)
+        self.metadata = FakeMetadata(self.cluster)
+        self.metrics = ProducerMetrics(self.clock)
+        self.sender = Sender(
+            client=self.client,  # type: ignore[arg-type]
+            metadata=self.metadata,  # type: ignore[arg-type]
+            metadata_updater=FakeUpdater(),  # type: ignore[arg-type]
+            accumulator=self.accumulator, transaction_manager=self.tm, clock=self.clock, metrics=self.metrics,
+            acks=acks, retries=retries, max_request_size=max_request_size, request_timeout_ms=30_000,
+            delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+            guarantee_message_order=in_order,
+        )
+
+    def send(self, value: bytes, partition: int = 0, callback: Any = None, topic: str = T) -> FutureRecordMetadata:
+        result = self.accumulator.append(topic, partition, TS, None, value, None, callback, 1000,
+                                         self.clock.monotonic_ms(), self.cluster)
+        assert result.future is not None
+        return result.future
+
+    def step(self, advance_ms: float = 0) -> list[FakeRequest]:
+        """Advance the clock, run one Sender iteration; returns the Produce requests it sent."""
+        self.clock.advance(advance_ms)
+        before = len(self.client.sent)
+        self.sender.run_once()
+        return [r for r in self.client.sent[before:] if r.api_key == ApiKey.PRODUCE]
+
+    def step_one(self, advance_ms: float = 0) -> FakeRequest:
+        sent = self.step(advance_ms)
+        assert len(sent) == 1, f"expected one Produce request, got {len(sent)}"
+        return sent[0]
+
+
+# ----------------------------------------------------------------------------------------- batching
+
+
+def test_linger_is_respected() -> None:
+    rig = Rig(linger_ms=100)
+    future = rig.send(b"a")
+    assert rig.step() == []
+    assert rig.client.polls[-1] == pytest.approx(100)  # sleeps exactly until the linger expires
+    assert rig.step(60) == []
+    assert rig.client.polls[-1] == pytest.approx(40)
+    assert rig.step(39.5) == []
+    req = rig.step_one(0.5)
+    assert req.values((T, 0)) == [b"a"]
+    assert not future.done()
+    rig.client.respond_produce(req, offsets={(T, 0): 7})
+    rig.step()
+    assert future.result(0).offset == 7
+
+
+def test_a_full_batch_is_sent_at_once() -> None:
+    rig = Rig(linger_ms=10_000, batch_size=1000)
+    futures = [rig.send(b"x" * 100) for _ in range(12)]  # more than one batch's worth
+    req = rig.step_one()  # no clock movement: the first (full) batch goes now
+    first = req.values((T, 0))
+    assert 1 < len(first) < 12
+    assert rig.step() == []  # the second batch is not full: it lingers
+    rig.client.respond_produce(req, offsets={(T, 0): 0})
+    rig.step()
+    assert all(f.done() for f in futures[: len(first)])
+    assert not any(f.done() for f in futures[len(first):])
+
+
+def test_flush_makes_batches_sendable() -> None:
+    rig = Rig(linger_ms=10_000)
+    rig.send(b"a", partition=0)
+    rig.send(b"b", partition=2)
+    assert rig.step() == []
+    rig.accumulator.begin_flush()
+    req = rig.step_one()
+    assert set(req.batches()) == {(T, 0), (T, 2)}
+
+
+# ----------------------------------------------------------------------------------------- retries
+
+
+def test_retry_waits_for_the_backoff() -> None:
+    rig = Rig(retry_backoff_ms=100)
+    future = rig.send(b"a")
+    req = rig.step_one()
+    rig.client.respond_produce(req, codes={(T, 0): 19})  # NOT_ENOUGH_REPLICAS: retriable
+    assert rig.step(5) == []  # the response is handled in this step's poll
+    assert not future.done()
+    assert rig.step() == []
+    assert rig.client.polls[-1] == pytest.approx(100)  # sleeps until the backoff ends
+    assert rig.step(99) == []  # 99 ms after the re-enqueue: still backing off
+    assert rig.client.polls[-1] == pytest.approx(1)
+    retry = rig.step_one(1)
+    assert retry.values((T, 0)) == [b"a"]
+    rig.client.respond_produce(retry, offsets={(T, 0): 3})
+    rig.step()
+    assert future.result(0).offset == 3
+    assert rig.metrics.records_retried == 1
+    assert rig.metadata.update_requests == 0  # NOT_ENOUGH_REPLICAS is not a metadata problem
+
+
+def test_retries_exhausted_fail_with_the_broker_error() -> None:
+    rig = Rig(retries=1, retry_backoff_ms=10)
+    future = rig.send(b"a")
+    rig.client.respond_produce(rig.step_one(), codes={(T, 0): 19})
+    rig.step()
+    rig.client.respond_produce(rig.step_one(10), codes={(T, 0): 19})
+    rig.step()
+    exc = future.exception(0)
+    assert isinstance(exc, errors.BrokerError) and exc.code == 19
+
+
+def test_invalid_metadata_error_requests_an_update_and_retries() -> None:
+    rig = Rig(retry_backoff_ms=50)
+    future = rig.send(b"a")
+    rig.client.respond_produce(rig.step_one(), codes={(T, 0): errors.NOT_LEADER_OR_FOLLOWER})
+    rig.step()
+    assert rig.metadata.update_requests >= 1
+    retry = rig.step_one(50)
+    rig.client.respond_produce(retry, offsets={(T, 0): 11})
+    rig.step()
+    assert future.result(0).offset == 11
+
+
+def test_network_error_retries_the_whole_request() -> None:
+    rig = Rig(retry_backoff_ms=20)
+    f0, f1 = rig.send(b"a", partition=0), rig.send(b"b", partition=1)
+    req = rig.step_one()
+    rig.client.respond(req, error=errors.KafkaConnectionError("connection lost"))
+    rig.step()
+    assert not f0.done() and not f1.done()
+    assert rig.metadata.update_requests >= 1  # NETWORK_EXCEPTION is an invalid-metadata error
+    retry = rig.step_one(20)
+    assert set(retry.batches()) == {(T, 0), (T, 1)}
+
+
+def test_unknown_leader_requests_metadata_and_waits() -> None:
+    rig = Rig(leaders={(T, 0): None, (T, 1): 1})
+    rig.send(b"a", partition=0)
+    assert rig.step() == []
+    assert rig.metadata.update_requests >= 1 and T in rig.metadata.added
+    rig.cluster.leaders[(T, 0)] = 1  # the new metadata names a leader
+    assert set(rig.step_one().batches()) == {(T, 0)}
+
+
+# ----------------------------------------------------------------------------------------- expiry
+
+
+def test_delivery_timeout_expires_queued_batches() -> None:
+    rig = Rig(delivery_timeout_ms=1000)
+    rig.client.not_ready.add(1)  # the leader cannot be reached
+    futures = [rig.send(b"%d" % i) for i in range(3)]
+    assert rig.step() == []
+    assert rig.step(999) == []
+    assert not any(f.done() for f in futures)
+    rig.step(1)
+    for f in futures:
+        exc = f.exception(0)
+        assert isinstance(exc, errors.DeliveryTimeoutError)
+        assert "delivery.timeout.ms=1000" in str(exc)
+    assert rig.accumulator.pool.available_memory() == 1 << 22
+
+
+def test_delivery_timeout_expires_in_flight_batches_and_ignores_the_late_answer() -> None:
+    rig = Rig(delivery_timeout_ms=1000)
+    future = rig.send(b"a")
+    req = rig.step_one()
+    rig.step(1000)
+    assert isinstance(future.exception(0), errors.DeliveryTimeoutError)
+    rig.client.respond_produce(req, offsets={(T, 0): 5})  # too late
+    rig.step()
+    assert isinstance(future.exception(0), errors.DeliveryTimeoutError)
+
+
+# ----------------------------------------------------------------------------------------- ordering
+
+
+def test_max_in_flight_one_mutes_the_partition_until_the_response() -> None:
+    rig = Rig(in_order=True)
+    rig.send(b"a", partition=0)
+    first = rig.step_one()
+    rig.send(b"b", partition=0)
+    rig.send(b"c", partition=1)
+    second = rig.step_one()
+    assert set(second.batches()) == {(T, 1)}  # partition 0 is muted while "a" is in flight
+    assert rig.step() == []
+    assert rig.accumulator.is_muted((T, 0))
+    rig.client.respond_produce(first)
+    assert rig.step() == []  # the response arrives in this step's poll, after the drain
+    assert not rig.accumulator.is_muted((T, 0))
+    assert rig.step_one().values((T, 0)) == [b"b"]
+
+
+def test_muted_partition_stays_muted_during_retry() -> None:
+    rig = Rig(in_order=True, retry_backoff_ms=10)
+    f_a = rig.send(b"a", partition=0)
+    first = rig.step_one()
+    rig.send(b"b", partition=0)
+    rig.client.respond_produce(first, codes={(T, 0): 19})
+    rig.step()
+    retry = rig.step_one(10)
+    assert retry.values((T, 0)) == [b"a"]  # the retry goes before "b", alone
+    rig.client.respond_produce(retry, offsets={(T, 0): 0})
+    rig.step()
+    assert f_a.result(0).offset == 0
+    assert rig.step_one().values((T, 0)) == [b"b"]
+
+
+def test_drain_rotates_over_the_partitions_of_a_node() -> None:
+    value = b"v" * 400
+    rig = Rig(partitions=3, batch_size=600, max_request_size=700)  # one batch per request
+    for _ in range(2):
+        for p in range(3):
+            rig.send(value, partition=p)
+    order = []
+    for _ in range(6):
+        req = rig.step_one()
+        (tp,) = req.batches()
+        order.append(tp[1])
+        rig.client.respond_produce(req)
+    assert order == [0, 1, 2, 0, 1, 2]
+
+
+def test_max_request_size_splits_batches_across_requests() -> None:
+    value = b"v" * 900
+    rig = Rig(partitions=4, batch_size=1000, max_request_size=2500)
+    for p in range(4):
+        rig.send(value, partition=p)
+    first = rig.step_one()
+    second = rig.step_one()
+    assert len(first.batches()) == 2 and len(second.batches()) == 2
+    assert first.size() <= 2500 and second.size() <= 2500
+    assert set(first.batches()) | set(second.batches()) == {(T, p) for p in range(4)}
+
+
+def test_a_single_batch_larger_than_max_request_size_still_goes() -> None:
+    rig = Rig(batch_size=100, max_request_size=500)
+    rig.send(b"x" * 1000)
+    assert rig.step_one().values((T, 0)) == [b"x" * 1000]
+
+
+# ----------------------------------------------------------------------------------------- errors
+
+
+def test_message_too_large_splits_the_batch() -> None:
+    rig = Rig(batch_size=16384)
+    calls: list[int] = []
+    values = [b"%04d" % i + b"0" * 96 for i in range(100)]
+    futures = [rig.send(v, callback=lambda m, e, i=i: calls.append(i)) for i, v in enumerate(values)]
+    big = rig.step_one()
+    assert rig.step() == []
+    assert big.values((T, 0)) == values  # one batch of ~11 KB
+    # The split targets batch.size; make it smaller than this batch, as when a compressed batch came out
+    # bigger than its estimate (the usual way a batch exceeds the broker's limit).
+    rig.accumulator._batch_size = 2000
+    rig.client.respond_produce(big, codes={(T, 0): errors.MESSAGE_TOO_LARGE})
+    rig.step()
+    assert rig.metrics.splits == 1
+    assert not any(f.done() for f in futures)
+    sent: list[bytes | None] = []
+    offset = 0
+    for _ in range(50):
+        reqs = rig.step()
+        for req in reqs:
+            part = req.values((T, 0))
+            assert 1 <= len(part) <= 20  # ~2000-byte batches now
+            sent += part
+            rig.client.respond_produce(req, offsets={(T, 0): offset})
+            offset += len(part)
+        if len(sent) == len(values):
+            break
+    rig.step()
+    assert sent == values  # the same records, in the same order
+    assert [f.result(0).offset for f in futures] == list(range(100))
+    assert calls == list(range(100))  # callbacks once each, in order
+    assert rig.metrics.records_retried == 0  # a split is not a retry
+
+
+def test_non_retriable_error_fails_only_that_batch() -> None:
+    rig = Rig()
+    f0, f1 = rig.send(b"a", partition=0), rig.send(b"b", partition=1)
+    req = rig.step_one()
+    rig.client.respond_produce(req, codes={(T, 0): errors.TOPIC_AUTHORIZATION_FAILED}, offsets={(T, 1): 4})
+    rig.step()
+    exc = f0.exception(0)
+    assert isinstance(exc, errors.BrokerError) and exc.code == errors.TOPIC_AUTHORIZATION_FAILED
+    assert f1.result(0).offset == 4
+    assert rig.metrics.records_failed == 1 and rig.metrics.records_sent == 1
+
+
+def test_duplicate_sequence_number_counts_as_success() -> None:
+    rig = Rig()
+    future = rig.send(b"a")
+    rig.client.respond_produce(rig.step_one(), codes={(T, 0): errors.DUPLICATE_SEQUENCE_NUMBER})
+    rig.step()
+    assert future.exception(0) is None
+    assert future.result(0).offset == -1
+
+
+def test_acks_zero_completes_without_a_response() -> None:
+    rig = Rig(acks=0)
+    future = rig.send(b"a")
+    req = rig.step_one()
+    assert not req.expect_response and req.produce()["acks"] == 0
+    rig.step()
+    assert future.result(0).offset == -1
+
+
+# ----------------------------------------------------------------------------------------- idempotence
+
+
+def _init_pid(rig: Rig, pid: int = 4242, epoch: int = 3) -> None:
+    rig.step()
+    init = [r for r in rig.client.sent if r.api_key == ApiKey.INIT_PRODUCER_ID]
+    assert len(init) == 1
+    assert init[0].body["transactional_id"] is None
+    rig.client.respond(init[0], {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid,
+                                 "producer_epoch": epoch})
+    rig.step()
+    assert rig.tm is not None and rig.tm.has_producer_id()
+
+
+def test_idempotent_batches_carry_producer_id_and_sequences() -> None:
+    rig = Rig(idempotent=True)
+    rig.send(b"x")
+    assert rig.step() == []  # no producer id yet: nothing is drained
+    _init_pid(rig)
+    req1 = rig.step_one()
+    b1 = req1.batches()[(T, 0)]
+    assert (b1.producer_id, b1.producer_epoch, b1.base_sequence) == (4242, 3, 0)
+    rig.client.respond_produce(req1)
+    rig.step()
+    for v in (b"a", b"b", b"c"):
+        rig.send(v)
+    rig.send(b"p1", partition=1)
+    req2 = rig.step_one()
+    b2 = req2.batches()
+    assert (b2[(T, 0)].producer_id, b2[(T, 0)].base_sequence, len(b2[(T, 0)].records)) == (4242, 1, 3)
+    assert b2[(T, 1)].base_sequence == 0
+    assert req2.produce()["acks"] == -1
+
+
+def test_idempotent_retry_keeps_its_sequence() -> None:
+    rig = Rig(idempotent=True, retry_backoff_ms=10)
+    _init_pid(rig)
+    f_a = rig.send(b"a")
+    req = rig.step_one()
+    rig.client.respond_produce(req, codes={(T, 0): 19})
+    rig.step()
+    f_b = rig.send(b"b")
+    retry = rig.step_one(10)
+    assert retry.batches()[(T, 0)].base_sequence == 0 and retry.values((T, 0)) == [b"a"]
+    nxt = rig.step_one()  # "b" may follow while the retry is in flight (max.in.flight 5)
+    assert nxt.batches()[(T, 0)].base_sequence == 1 and nxt.values((T, 0)) == [b"b"]
+    rig.client.respond_produce(retry, offsets={(T, 0): 0})
+    rig.client.respond_produce(nxt, offsets={(T, 0): 1})
+    rig.step()
+    assert (f_a.result(0).offset, f_b.result(0).offset) == (0, 1)
+
+
+def test_idempotent_duplicate_sequence_counts_as_success() -> None:
+    rig = Rig(idempotent=True)
+    _init_pid(rig)
+    future = rig.send(b"a")
+    rig.client.respond_produce(rig.step_one(), codes={(T, 0): errors.DUPLICATE_SEQUENCE_NUMBER})
+    rig.step()
+    assert future.exception(0) is None
+    nxt = rig.send(b"b")
+    req = rig.step_one()
+    assert req.batches()[(T, 0)].base_sequence == 1
+    rig.client.respond_produce(req, offsets={(T, 0): 1})
+    rig.step()
+    assert nxt.result(0).offset == 1
