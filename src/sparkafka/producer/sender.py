@@ -1,25 +1,30 @@
 """Sender: the producer's background I/O thread (seed 002, facts §6-§7).
 
 How it works: ``run()`` loops over ``run_once()`` until close. One iteration:
-1. idempotence/transactions: get a producer id (InitProducerId), bump the epoch when sequences are
-   unresolved, send at most one transactional request (FindCoordinator / AddPartitionsToTxn / EndTxn);
-2. ``accumulator.ready()`` -> nodes with sendable batches (full, linger expired, memory exhausted,
-   flush, close, backoff over); topics with unknown leaders trigger a metadata refresh;
-3. drop nodes the network client is not ready for (connecting, in-flight limit);
-4. ``accumulator.drain()`` up to ``max.request.size`` per node; mute partitions when
-   ``max.in.flight.requests.per.connection == 1``;
-5. expire batches (queued or in flight) older than ``delivery.timeout.ms``;
-6. one Produce request per node (the batches' wire bytes spliced into the request);
-7. ``client.poll()`` for the time until something becomes ready; responses run ``_complete_batch``:
-   success completes futures and callbacks in order; retriable errors re-enqueue with exponential
-   backoff; MESSAGE_TOO_LARGE splits; invalid-metadata errors request a refresh; anything else fails the
-   batch's records with a typed error.
+1. metadata: send a Metadata request if one is due;
+2. idempotence/transactions: settle unresolved sequences; after a fatal error fail every batch and stop
+   sending; a transactional producer sends at most one transactional request (FindCoordinator,
+   InitProducerId, AddPartitionsToTxn, EndTxn) and sends no data while one is outstanding; an idempotent
+   producer sends InitProducerId when it has no producer id or needs a new one;
+3. ``accumulator.ready()`` -> nodes with sendable batches (full, lingered, memory exhausted, flush,
+   close, transaction completing, backoff over); topics with unknown leaders trigger a metadata refresh;
+4. drop nodes the network client is not ready for (connecting, in-flight limit);
+5. ``accumulator.drain()`` up to ``max.request.size`` per node (the transaction manager assigns sequences
+   and holds back what must wait); mute partitions when ``max.in.flight.requests.per.connection == 1``;
+6. expire batches (queued or on the wire) older than ``delivery.timeout.ms``;
+7. one Produce request per node (the batches' bytes spliced into the request);
+8. ``client.poll()`` until something is due; responses run ``_complete_batch``: success completes the
+   futures and callbacks in order; retriable errors re-enqueue with exponential backoff (in sequence
+   order); DUPLICATE_SEQUENCE_NUMBER counts as success; MESSAGE_TOO_LARGE splits; invalid-metadata
+   errors request a refresh; anything else fails the batch's records with a typed error. An answer for a
+   batch that already failed (expired on the wire) only updates the sequence bookkeeping.
 Every time value comes from the injected clock, so tests can step ``run_once`` by hand.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparkafka.producer")
 
 _PRODUCE_MAX_VERSION_BY_NAME = 12  # v13 addresses topics by id
+_MAX_POLL_MS = 1000.0  # never sleep longer: expiry and transactional timers are re-checked at least this often
 
 
 class Sender:
@@ -82,8 +88,11 @@ class Sender:
         self.running = True
         self.force_close = False
         self.in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
-        self._init_pid_retry_at = 0.0
+        """Batches on the wire, per partition, in send order."""
+        self._init_pid_retry_at = -math.inf
+        self._init_pid_attempts = 0
         self._txn_request_in_flight: TxnRequest | None = None
+        self._txn_node_wait: tuple[TxnRequest, float] | None = None
         self.thread: threading.Thread | None = None
         self.thread_ident: int | None = None
         self.fatal_error: BaseException | None = None
@@ -94,11 +103,8 @@ class Sender:
         log.debug("sender thread started")
         while self.running:
             self._run_once_guarded()
-        # graceful close: send what is buffered and wait for responses
-        while not self.force_close and (
-                self.accumulator.has_undrained() or self.client.in_flight_count() > 0
-                or (self.tm is not None and self.tm.is_transactional and self.tm.has_pending_requests()
-                    and not self.tm.has_fatal_error())):
+        # graceful close: send what is buffered and wait for the answers
+        while not self.force_close and self._work_left():
             self._run_once_guarded()
         if self.force_close or self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete_batches(
@@ -111,19 +117,24 @@ class Sender:
             log.exception("error closing the network client")
         log.debug("sender thread stopped")
 
+    def _work_left(self) -> bool:
+        tm = self.tm
+        if tm is not None and tm.has_fatal_error():
+            return self.client.in_flight_count() > 0
+        if self.accumulator.has_undrained() or self.client.in_flight_count() > 0:
+            return True
+        return tm is not None and tm.is_transactional and tm.has_pending_requests()
+
     def _run_once_guarded(self) -> None:
         try:
             self.run_once()
         except Exception as exc:  # never let the I/O thread die silently
             log.exception("uncaught error in the producer I/O thread")
             self.fatal_error = exc
-            self.clock_sleep_guard()
-
-    def clock_sleep_guard(self) -> None:
-        try:
-            self.client.poll(self.retry_backoff_ms, self.clock.monotonic_ms())
-        except Exception:
-            pass
+            try:
+                self.client.poll(self.retry_backoff_ms, self.clock.monotonic_ms())
+            except Exception:
+                pass
 
     def initiate_close(self) -> None:
         self.running = False
@@ -142,35 +153,24 @@ class Sender:
     # --------------------------------------------------------------- one loop
     def run_once(self) -> None:
         now = self.clock.monotonic_ms()
+        metadata_timeout = self.metadata_updater.maybe_update(now)
         tm = self.tm
         if tm is not None:
+            tm.maybe_resolve_sequences()
             if tm.has_fatal_error():
-                err = tm.last_error or errors.TransactionError("fatal producer error")
-                self.accumulator.abort_undrained_batches(err)
+                if self.accumulator.has_incomplete():
+                    self.accumulator.abort_incomplete_batches(tm.fatal_error())
                 self.client.poll(self.retry_backoff_ms, now)
                 return
-            if not tm.is_transactional:
-                if tm.needs_producer_id() and now >= self._init_pid_retry_at:
-                    if not self._send_init_producer_id(now):
-                        self.client.poll(self.retry_backoff_ms, now)
-                        return
-            else:
-                if tm.has_abortable_error() or tm.is_aborting():
-                    self.accumulator.abort_undrained_batches(
-                        tm.last_error or errors.TransactionError("the transaction is being aborted"))
-                if tm.is_completing() and self.accumulator.has_incomplete() \
-                        and not self.accumulator.flush_in_progress():
-                    self.accumulator.begin_flush()
-                if self._txn_request_in_flight is not None or self._maybe_send_txn_request(now):
-                    self.client.poll(self.retry_backoff_ms, now)
+            if tm.is_transactional:
+                if self._maybe_send_and_poll_txn_request(now):
                     return
-            if not tm.has_producer_id():
-                self.client.poll(self.retry_backoff_ms, now)
-                return
-        poll_timeout = self._send_producer_data(now)
+            elif tm.needs_producer_id():
+                self._maybe_send_init_producer_id(now)
+        poll_timeout = self._send_producer_data(now, metadata_timeout)
         self.client.poll(poll_timeout, now)
 
-    def _send_producer_data(self, now: float) -> float:
+    def _send_producer_data(self, now: float, metadata_timeout: float) -> float:
         cluster = self.metadata.fetch()
         result = self.accumulator.ready(cluster, now)
         if result.unknown_leader_topics:
@@ -178,7 +178,7 @@ class Sender:
                 self.metadata.add_topic(topic, now)
             self.metadata.request_update()
         ready_nodes = set()
-        not_ready_timeout = float("inf")
+        not_ready_timeout = math.inf
         for node in result.ready_nodes:
             if self.client.ready(node, now):
                 ready_nodes.add(node)
@@ -187,38 +187,56 @@ class Sender:
                 not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
                 self.accumulator.update_node_latency_stats(node, now, False)
         batches = self.accumulator.drain(cluster, ready_nodes, self.max_request_size, now)
+        sent_any = False
         for node_batches in batches.values():
             for b in node_batches:
+                sent_any = True
                 self.in_flight_batches.setdefault(b.tp, []).append(b)
                 if self.guarantee_message_order:
                     self.accumulator.mute(b.tp)
-        self._expire(now)
-        metadata_timeout = self.metadata_updater.maybe_update(now)
-        poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, metadata_timeout)
-        if any(batches.values()):
+        expiry_timeout = self._expire(now)
+        poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, metadata_timeout,
+                           expiry_timeout, _MAX_POLL_MS)
+        if ready_nodes and not sent_any:
+            # data is ready but held back (producer id, ordering, transaction): check again soon
+            poll_timeout = min(poll_timeout, self.retry_backoff_ms)
+        if sent_any:
             poll_timeout = 0.0
         for node, node_batches in batches.items():
             if node_batches:
                 self._send_produce_request(node, node_batches, now)
         return max(0.0, poll_timeout)
 
-    def _expire(self, now: float) -> None:
+    def _expire(self, now: float) -> float:
+        """Fail batches past delivery.timeout.ms; returns ms until the next one is due."""
+        timeout = self.delivery_timeout_ms
         expired: list[ProducerBatch] = []
+        next_due = math.inf
         for tp, lst in list(self.in_flight_batches.items()):
-            while lst and lst[0].has_reached_delivery_timeout(self.delivery_timeout_ms, now):
+            while lst and lst[0].has_reached_delivery_timeout(timeout, now):
                 expired.append(lst.pop(0))
             if not lst:
                 del self.in_flight_batches[tp]
+            else:
+                next_due = min(next_due, lst[0].created_ms + timeout - now)
+        self.accumulator.reset_next_batch_expiry_time()
         expired.extend(self.accumulator.expired_batches(now))
+        next_due = min(next_due, self.accumulator.next_batch_expiry_time_ms - now)
         for b in expired:
             if b.final_state is not None:
                 continue
-            msg = (f"Expiring {b.record_count} record(s) for {b.tp[0]}-{b.tp[1]}: "
-                   f"{now - b.created_ms:.0f} ms has passed since batch creation "
-                   f"(delivery.timeout.ms={self.delivery_timeout_ms})")
-            if self.tm is not None and b.has_sequence() and getattr(b, "in_request", False):
-                self.tm.mark_sequence_unresolved(b)
-            self._fail_batch(b, errors.DeliveryTimeoutError(msg), adjust_sequences=False)
+            exc = errors.DeliveryTimeoutError(
+                f"Expiring {b.record_count} record(s) for {b.tp[0]}-{b.tp[1]}: "
+                f"{now - b.created_ms:.0f} ms has passed since batch creation "
+                f"(delivery.timeout.ms={timeout})")
+            if self.tm is not None:
+                self.tm.handle_expired_batch(b, exc)
+            if b.done(-1, -1, exc):
+                self.metrics.record_errors(b.record_count)
+            self.accumulator.deallocate(b)
+            if self.guarantee_message_order and not b.in_request:
+                self.accumulator.unmute(b.tp)
+        return max(0.0, next_due)
 
     # ----------------------------------------------------------- produce path
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
@@ -226,6 +244,7 @@ class Sender:
             version = min(self.client.api_version(node, ApiKey.PRODUCE), _PRODUCE_MAX_VERSION_BY_NAME)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
             for b in batches:
+                self._remove_in_flight(b)
                 self._fail_batch(b, exc, adjust_sequences=False)
             return
         by_topic: dict[str, list[tuple[int, Any]]] = {}
@@ -251,11 +270,13 @@ class Sender:
         self.metrics.record_latency(resp.latency_ms)
         if resp.error is not None:
             exc = resp.error
-            code = exc.code if isinstance(exc, errors.BrokerError) else errors.NETWORK_EXCEPTION
             if isinstance(exc, errors.UnsupportedVersionError):
                 for b in by_tp.values():
-                    self._fail_batch(b, exc, adjust_sequences=False)
+                    self._remove_in_flight(b)
+                    if not b.is_done():
+                        self._fail_batch(b, exc, adjust_sequences=False)
                 return
+            code = exc.code if isinstance(exc, errors.BrokerError) else errors.NETWORK_EXCEPTION
             log.debug("produce request to node %s failed: %r", resp.node_id, exc)
             for b in by_tp.values():
                 self._complete_batch(b, code, -1, -1, -1, None, str(exc), now)
@@ -273,9 +294,8 @@ class Sender:
                 if found is None:
                     continue
                 seen.add(tp)
-                b = found
                 self._complete_batch(
-                    b, int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
+                    found, int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
                     int(p.get("log_append_time_ms", -1)), int(p.get("log_start_offset", -1)),
                     p.get("record_errors") or None, p.get("error_message"), now)
         for tp, b in by_tp.items():
@@ -287,13 +307,24 @@ class Sender:
                         log_start_offset: int, record_errors: list[dict[str, Any]] | None,
                         error_message: str | None, now: float) -> None:
         tm = self.tm
-        if code == errors.MESSAGE_TOO_LARGE and batch.record_count > 1 and batch.final_state is None:
+        self._remove_in_flight(batch)
+        if self.guarantee_message_order:
+            self.accumulator.unmute(batch.tp)
+        if batch.is_done():
+            # expired while on the wire, or aborted: only the sequence bookkeeping is left to do
+            if tm is not None:
+                tm.handle_late_response(batch, code, base_offset)
+            return
+        if code == errors.MESSAGE_TOO_LARGE and batch.record_count > 1:
             log.warning("MESSAGE_TOO_LARGE for %d records to %s-%d: splitting the batch",
                         batch.record_count, batch.tp[0], batch.tp[1])
-            self._remove_in_flight(batch)
             if tm is not None:
-                tm._remove_in_flight(batch)  # the split batches keep the sequence range
-            self.accumulator.split_and_reenqueue(batch)
+                tm.begin_split(batch)  # the parts keep the batch's sequence range, in its place
+            try:
+                self.accumulator.split_and_reenqueue(batch)
+            finally:
+                if tm is not None:
+                    tm.end_split()
             self.accumulator.deallocate(batch)
             self.metrics.record_split()
         elif code != 0:
@@ -301,28 +332,35 @@ class Sender:
             if self._can_retry(batch, code, log_start_offset, now):
                 log.debug("retrying batch %s-%d (attempt %d) after %s", batch.tp[0], batch.tp[1],
                           batch.attempts + 1, exc_cls.name)
-                self._remove_in_flight(batch)
                 self.accumulator.reenqueue(batch, now)
                 self.metrics.record_retry(batch.record_count)
             elif code == errors.DUPLICATE_SEQUENCE_NUMBER:
-                self._complete_ok(batch, -1, -1)
+                self._complete_ok(batch, -1, -1)  # already written; its offset is not known
             else:
                 exc = self._exception_for(batch, code, error_message)
                 per_record: dict[int, BaseException] | None = None
                 if record_errors:
-                    per_record = {}
-                    for re_ in record_errors:
-                        idx = int(re_.get("batch_index", -1))
-                        msg = re_.get("batch_index_error_message") or error_message
-                        per_record[idx] = errors.error_for_code(code, msg)
+                    per_record = self._record_errors(batch, code, record_errors, error_message)
                 self._fail_batch(batch, exc, adjust_sequences=batch.attempts < self.retries,
                                  record_errors=per_record)
             if exc_cls.invalid_metadata:
                 self.metadata.request_update()
         else:
             self._complete_ok(batch, base_offset, log_append_time)
-        if self.guarantee_message_order:
-            self.accumulator.unmute(batch.tp)
+
+    def _record_errors(self, batch: ProducerBatch, code: int, record_errors: list[dict[str, Any]],
+                       message: str | None) -> dict[int, BaseException]:
+        """Java: the listed records get the partition's error; the others fail with a generic error."""
+        listed: dict[int, BaseException] = {}
+        for entry in record_errors:
+            index = int(entry.get("batch_index", -1))
+            text = entry.get("batch_index_error_message") or message
+            listed[index] = errors.error_for_code(code, f"record {index} of the batch to "
+                                                        f"{batch.tp[0]}-{batch.tp[1]}" + (f": {text}" if text else ""))
+        innocent = errors.KafkaError(
+            f"this record was part of a batch to {batch.tp[0]}-{batch.tp[1]} that had one or more invalid "
+            f"records ({errors.error_name(code)}); it was not written")
+        return {i: listed.get(i, innocent) for i in range(batch.record_count)}
 
     def _exception_for(self, batch: ProducerBatch, code: int, message: str | None) -> BaseException:
         where = f"{batch.tp[0]}-{batch.tp[1]}"
@@ -338,7 +376,7 @@ class Sender:
         return errors.error_for_code(code, f"for {where}" + (f": {message}" if message else ""))
 
     def _can_retry(self, batch: ProducerBatch, code: int, log_start_offset: int, now: float) -> bool:
-        if batch.final_state is not None or batch.attempts >= self.retries:
+        if batch.attempts >= self.retries:
             return False
         if batch.has_reached_delivery_timeout(self.delivery_timeout_ms, now):
             return False
@@ -357,7 +395,6 @@ class Sender:
                 del self.in_flight_batches[batch.tp]
 
     def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        self._remove_in_flight(batch)
         if self.tm is not None and batch.has_sequence():
             self.tm.handle_completed_batch(batch, base_offset)
         if batch.done(base_offset, log_append_time, None):
@@ -366,36 +403,50 @@ class Sender:
 
     def _fail_batch(self, batch: ProducerBatch, exc: BaseException, adjust_sequences: bool,
                     record_errors: dict[int, BaseException] | None = None) -> None:
-        self._remove_in_flight(batch)
         if self.tm is not None:
             self.tm.handle_failed_batch(batch, exc, adjust_sequences)
         if batch.done(-1, -1, exc, record_errors):
             self.metrics.record_errors(batch.record_count)
         self.accumulator.deallocate(batch)
 
-    # --------------------------------------------------------- idempotence/txn
-    def _send_init_producer_id(self, now: float) -> bool:
-        assert self.tm is not None
-        node = self.client.least_loaded_node(now)
-        if node is None or not self.client.ready(node, now):
-            self.metadata.request_update()
-            return False
-        body = self.tm.init_producer_id_request()
-        tm = self.tm
-
-        def on_response(resp: ClientResponse) -> None:
-            tm.handle_idempotent_init_response(resp.body, resp.error)
-            if resp.error is not None or (resp.body or {}).get("error_code", 0):
-                self._init_pid_retry_at = self.clock.monotonic_ms() + self.retry_backoff_ms
-                if resp.error is not None:
-                    log.debug("InitProducerId failed: %r", resp.error)
-
-        self.client.send(node, ApiKey.INIT_PRODUCER_ID, body, expect_response=True, callback=on_response)
-        return True
-
-    def _maybe_send_txn_request(self, now: float) -> bool:
+    # --------------------------------------------------------- idempotent producer id
+    def _maybe_send_init_producer_id(self, now: float) -> None:
         tm = self.tm
         assert tm is not None
+        if now < self._init_pid_retry_at:
+            return
+        node = self.client.least_loaded_node(now)
+        if node is None:
+            self.metadata.request_update()
+            return
+        if not self.client.ready(node, now):
+            return
+        body = tm.init_producer_id_request()
+
+        def on_response(resp: ClientResponse) -> None:
+            if tm.handle_idempotent_init_response(resp.body, resp.error):
+                self._init_pid_attempts = 0
+            else:
+                self._init_pid_attempts += 1
+                backoff = min(self.retry_backoff_ms * (2 ** min(self._init_pid_attempts - 1, 4)), 1000)
+                self._init_pid_retry_at = self.clock.monotonic_ms() + backoff
+
+        self.client.send(node, ApiKey.INIT_PRODUCER_ID, body, expect_response=True, callback=on_response)
+
+    # --------------------------------------------------------- transactions
+    def _maybe_send_and_poll_txn_request(self, now: float) -> bool:
+        """Java ``maybeSendAndPollTransactionalRequest``: True if this loop is used up by a
+        transactional request (in flight, sent now, or waiting for its node)."""
+        tm = self.tm
+        assert tm is not None
+        if self._txn_request_in_flight is not None:
+            self._expire(now)
+            self.client.poll(self.retry_backoff_ms, now)
+            return True
+        if tm.has_abortable_error() or tm.is_aborting():
+            if self.accumulator.has_incomplete():
+                self.accumulator.abort_undrained_batches(
+                    tm.last_error or errors.TransactionError("the transaction is being aborted"))
         req = tm.next_request(self.accumulator.has_incomplete())
         if req is None:
             return False
@@ -403,24 +454,65 @@ class Sender:
             req.retry_at_ms = now + self.retry_backoff_ms
         if req.retry_at_ms > now:
             tm.requeue(req)
+            self._expire(now)
+            self.client.poll(min(req.retry_at_ms - now, self.retry_backoff_ms), now)
             return True
-        if req.needs_coordinator:
-            node = tm.coordinator
-        else:
-            node = self.client.least_loaded_node(now)
+        node = self._txn_target(req, now)
         if node is None or not self.client.ready(node, now):
-            if req.needs_coordinator and node is not None and self.metadata.fetch().node(node) is None:
-                self.metadata.request_update()
-            tm.requeue(req)
+            self._await_txn_node(req, now)
             return True
+        self._txn_node_wait = None
         self._txn_request_in_flight = req
         tm.in_flight_request = req
 
         def on_response(resp: ClientResponse) -> None:
             self._txn_request_in_flight = None
             tm.in_flight_request = None
+            if isinstance(resp.error, errors.UnsupportedVersionError):
+                tm.transition_to_fatal(resp.error)  # the broker is too old for transactions
+                return
+            if resp.error is not None:
+                log.debug("%s failed: %r", req.name, resp.error)
             with tm.lock:
                 req.handler(resp.body, resp.error)
 
+        log.debug("sending %s to node %s", req.name, node)
         self.client.send(node, req.api_key, req.body, expect_response=True, callback=on_response)
+        self.client.poll(self.retry_backoff_ms, now)
         return True
+
+    def _txn_target(self, req: TxnRequest, now: float) -> int | None:
+        tm = self.tm
+        assert tm is not None
+        if not req.needs_coordinator:
+            return self.client.least_loaded_node(now)
+        node = tm.coordinator
+        if node is None:
+            return None
+        address = tm.coordinator_address
+        known = getattr(self.client, "nodes", None)
+        if address is not None and callable(known):
+            nodes = known()
+            if node not in nodes:  # the coordinator is not in our metadata yet: dial it by address
+                nodes[node] = address
+                self.client.update_nodes(nodes)
+        return node
+
+    def _await_txn_node(self, req: TxnRequest, now: float) -> None:
+        """The target node is not ready: wait for it, but not longer than request.timeout.ms before
+        looking for the coordinator again (Java ``awaitNodeReady`` + ``maybeFindCoordinatorAndRetry``)."""
+        tm = self.tm
+        assert tm is not None
+        wait = self._txn_node_wait
+        if wait is None or wait[0] is not req:
+            wait = self._txn_node_wait = (req, now)
+        if req.needs_coordinator and (tm.coordinator is None or now - wait[1] >= self.request_timeout_ms):
+            self._txn_node_wait = None
+            tm.lookup_coordinator(req)
+            self.metadata.request_update()
+        else:
+            tm.requeue(req)
+            if req.needs_coordinator is False:
+                self.metadata.request_update()
+        self._expire(now)
+        self.client.poll(self.retry_backoff_ms, now)

@@ -1,20 +1,34 @@
 """TransactionManager: producer id, epoch and per-partition sequence numbers (idempotence), and the
-transaction state machine.
+transaction state machine (the Java client's TransactionManager, facts §7).
 
-How it works (the Java client's TransactionManager, facts §7):
-- Idempotence: the Sender asks ``needs_producer_id()`` each loop and sends InitProducerId; every batch
-  drained gets ``assign_sequence`` (producer id, epoch, the partition's next sequence, advanced by the
-  record count and wrapping at 2**31-1). Batches stay "in flight" here until they complete, also while
-  they wait for a retry, so ``should_stop_drain`` can keep a retried batch from overtaking the lowest
-  in-flight sequence. OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID and batches that expired after
-  being sent make the partition "unresolved"; once nothing is in flight for it the epoch is bumped (a new
-  InitProducerId), and its sequences restart at 0 under the new epoch.
-- Transactions: a state machine (``TxnState``) with Java's legal transitions. User calls enqueue
-  transactional requests (InitProducerId, AddPartitionsToTxn, EndTxn, plus FindCoordinator when the
-  coordinator is unknown); the Sender sends them one at a time, in priority order, before any produce
-  data, and hands responses back here. Each user call waits on a ``TransactionalRequestResult``.
+How it works.
 
-All methods are called with ``self.lock`` held internally; the Sender thread and user threads share it.
+Idempotence. The producer id and epoch come from InitProducerId. Each successful InitProducerId starts a
+new *generation*. Every partition keeps its own sequence space (``_PartitionEntry``): the generation it
+belongs to, the next sequence, the last acknowledged sequence and the batches that have a sequence but
+are not complete yet (``in_flight``: on the wire, waiting for a retry, or expired while on the wire),
+in sequence order. ``assign_sequence`` gives a batch the next sequence (advanced by its record count,
+wrapping at 2**31-1); a retried batch keeps its sequence, and only the lowest in-flight batch of a
+partition may be resent (``should_stop_drain``), so a retry never overtakes.
+
+When a partition's sequence space is broken (OUT_OF_ORDER_SEQUENCE_NUMBER with a real gap,
+UNKNOWN_PRODUCER_ID, a batch that failed with a non-retriable error, a batch that expired after being
+sent and whose fate stays unknown once nothing else is in flight) the partition is marked for a
+*rewrite*. The Sender then asks for a brand-new producer id (never a KIP-360 bump of the old one: Tansu
+rejects those) and, once that id is known and none of the partition's batches is on the wire, the
+partition's remaining batches are renumbered from 0 under the new id. Other partitions keep their old
+id for the batches they have in flight (so a retry of a batch that may already be written is still
+deduplicated by the broker) and switch to the new generation when they have nothing in flight.
+
+Transactions. ``TxnState`` with Java's legal transitions; illegal calls raise ``IllegalStateError``,
+calls after a fatal error re-raise that error (``ProducerFencedError`` when fenced). User calls enqueue
+transactional requests (InitProducerId, AddPartitionsToTxn, EndTxn; FindCoordinator when the
+coordinator is unknown); the Sender sends them one at a time, lowest priority value first, before any
+produce data, and hands the responses to the request's handler here. EndTxn waits until every batch is
+complete. Each user call waits on a ``TransactionalRequestResult``.
+
+Locking: the Sender thread and user threads share ``self.lock`` (re-entrant); every public method
+takes it.
 """
 
 from __future__ import annotations
@@ -37,7 +51,31 @@ log = logging.getLogger("sparkafka.producer")
 
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
-MAX_EPOCH = 32767
+_SEQUENCE_SPACE = 1 << 31
+
+API_FIND_COORDINATOR = 10
+API_INIT_PRODUCER_ID = 22
+API_ADD_PARTITIONS_TO_TXN = 24
+API_END_TXN = 26
+
+# Error codes handled by name in the transactional handlers.
+_COORDINATOR_LOAD_IN_PROGRESS = 14
+_COORDINATOR_NOT_AVAILABLE = 15
+_NOT_COORDINATOR = 16
+_CONCURRENT_TRANSACTIONS = 51
+_OPERATION_NOT_ATTEMPTED = 55
+_INVALID_PRODUCER_ID_MAPPING = 49
+_TRANSACTION_ABORTABLE = 120
+_FIND_AGAIN = frozenset({_COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR})
+_FENCED = frozenset({errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH})
+_FATAL_FOR_BATCHES = frozenset({errors.CLUSTER_AUTHORIZATION_FAILED,
+                                errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+
+# Priorities (lower first), as Java's TxnRequestHandler.Priority.
+_PRI_FIND_COORDINATOR = 0
+_PRI_INIT_PRODUCER_ID = 1
+_PRI_ADD_PARTITIONS = 2
+_PRI_END_TXN = 4
 
 
 class TxnState(enum.Enum):
@@ -52,10 +90,10 @@ class TxnState(enum.Enum):
 
 
 _S = TxnState
+# target -> the states it may be entered from (Java TransactionManager.State.isTransitionValid)
 _VALID_SOURCES: dict[TxnState, frozenset[TxnState]] = {
-    _S.UNINITIALIZED: frozenset({_S.READY, _S.INITIALIZING}),
-    _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.INITIALIZING, _S.ABORTING_TRANSACTION,
-                                _S.ABORTABLE_ERROR}),
+    _S.UNINITIALIZED: frozenset({_S.INITIALIZING}),
+    _S.INITIALIZING: frozenset({_S.UNINITIALIZED, _S.ABORTING_TRANSACTION}),
     _S.READY: frozenset({_S.INITIALIZING, _S.COMMITTING_TRANSACTION, _S.ABORTING_TRANSACTION}),
     _S.IN_TRANSACTION: frozenset({_S.READY}),
     _S.COMMITTING_TRANSACTION: frozenset({_S.IN_TRANSACTION}),
@@ -64,6 +102,13 @@ _VALID_SOURCES: dict[TxnState, frozenset[TxnState]] = {
                                    _S.INITIALIZING}),
     _S.FATAL_ERROR: frozenset(TxnState),
 }
+
+_FENCED_MESSAGE = ("this producer has been fenced: another producer with the same transactional.id "
+                   "initialized transactions after it; close this producer")
+
+
+def fenced_error(detail: str = "") -> errors.ProducerFencedError:
+    return errors.ProducerFencedError(_FENCED_MESSAGE + (f" ({detail})" if detail else ""))
 
 
 class TransactionalRequestResult:
@@ -85,15 +130,15 @@ class TransactionalRequestResult:
     def wait(self, timeout_s: float | None) -> None:
         if not self._event.wait(timeout_s):
             raise errors.KafkaTimeoutError(
-                f"timeout expired after {timeout_s}s while awaiting {self.operation}")
+                f"{self.operation}() did not complete within {timeout_s} s; call it again to keep waiting")
         if self.error is not None:
-            raise self.error
+            raise self.error.with_traceback(None)
 
 
 @dataclass
 class TxnRequest:
-    """One transactional request the Sender should send (to the coordinator, or any node if
-    ``needs_coordinator`` is False)."""
+    """One transactional request for the Sender: sent to the coordinator (``needs_coordinator``) or to
+    any broker; ``handler(body, error)`` gets the response."""
 
     api_key: int
     body: dict[str, Any]
@@ -105,30 +150,43 @@ class TxnRequest:
     retry_at_ms: float = 0.0
     attempts: int = 0
 
+    @property
+    def name(self) -> str:
+        return {API_FIND_COORDINATOR: "FindCoordinator", API_INIT_PRODUCER_ID: "InitProducerId",
+                API_ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", API_END_TXN: "EndTxn"}.get(
+            self.api_key, str(self.api_key))
+
 
 class _PartitionEntry:
-    __slots__ = ("in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence", "reset_seq")
+    """One partition's sequence space."""
 
-    def __init__(self) -> None:
+    __slots__ = ("generation", "in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence",
+                 "producer_epoch", "producer_id")
+
+    def __init__(self, generation: int, producer_id: int, producer_epoch: int) -> None:
+        self.generation = generation
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
         self.next_sequence = 0
         self.last_acked_sequence = -1
         self.last_acked_offset = -1
         self.in_flight: list[ProducerBatch] = []
-        self.reset_seq = False
+
+    def restart(self, generation: int, producer_id: int, producer_epoch: int) -> None:
+        self.generation = generation
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence = 0
+        self.last_acked_sequence = -1
+        self.last_acked_offset = -1
+
+    def on_wire(self) -> bool:
+        return any(b.in_request for b in self.in_flight)
 
 
-# Priorities (lower first), as Java's TxnRequestHandler.Priority.
-_PRI_FIND_COORDINATOR = 0
-_PRI_INIT_PRODUCER_ID = 1
-_PRI_ADD_PARTITIONS = 2
-_PRI_END_TXN = 4
-
-API_FIND_COORDINATOR = 10
-API_INIT_PRODUCER_ID = 22
-API_ADD_PARTITIONS_TO_TXN = 24
-API_END_TXN = 26
-
-_RETRIABLE_COORD = {14, 15, 16, 51}  # load in progress, not available, not coordinator, concurrent txns
+def _seq_after(a: int, b: int) -> bool:
+    """Sequence ``a`` comes after ``b`` (modular, for sequences less than 2**30 apart)."""
+    return 0 < (a - b) % _SEQUENCE_SPACE < _SEQUENCE_SPACE // 2
 
 
 class TransactionManager:
@@ -144,29 +202,39 @@ class TransactionManager:
         self.epoch = NO_EPOCH
         self.state = TxnState.UNINITIALIZED
         self.last_error: BaseException | None = None
+        self._generation = 0
         self._partitions: dict[TopicPartition, _PartitionEntry] = {}
-        self._unresolved: set[TopicPartition] = set()
+        self._unresolved: dict[TopicPartition, int] = {}  # tp -> the sequence after the failed batch
         self._rewrite: set[TopicPartition] = set()
-        self._epoch_bump_required = False
         self._init_in_flight = False
+        self._split_slot: tuple[TopicPartition, int] | None = None
         # transactions
         self._pending: list[TxnRequest] = []
         self.in_flight_request: TxnRequest | None = None
         self.coordinator: int | None = None
+        self.coordinator_address: tuple[str, int] | None = None
         self._new_partitions: set[TopicPartition] = set()
         self._pending_partitions: set[TopicPartition] = set()
         self._txn_partitions: set[TopicPartition] = set()
         self._pending_result: TransactionalRequestResult | None = None
+        self._bump_required = False  # transactional: re-initialize after the abort
 
-    # ------------------------------------------------------------------ basics
+    # ================================================================== basics
     @property
     def is_transactional(self) -> bool:
         return self.transactional_id is not None
 
+    @property
+    def generation(self) -> int:
+        """Incremented by every successful InitProducerId."""
+        return self._generation
+
     def has_producer_id(self) -> bool:
-        return self.producer_id != NO_PRODUCER_ID and self.state not in (
-            TxnState.INITIALIZING, TxnState.UNINITIALIZED) if self.is_transactional \
-            else self.producer_id != NO_PRODUCER_ID and not self._init_in_flight
+        if self.producer_id == NO_PRODUCER_ID:
+            return False
+        if self.is_transactional:
+            return self.state not in (TxnState.UNINITIALIZED, TxnState.INITIALIZING)
+        return True
 
     def has_fatal_error(self) -> bool:
         return self.state is TxnState.FATAL_ERROR
@@ -174,263 +242,375 @@ class TransactionManager:
     def has_abortable_error(self) -> bool:
         return self.state is TxnState.ABORTABLE_ERROR
 
+    def is_completing(self) -> bool:
+        return self.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
+
+    def is_aborting(self) -> bool:
+        return self.state is TxnState.ABORTING_TRANSACTION
+
     def _entry(self, tp: TopicPartition) -> _PartitionEntry:
         e = self._partitions.get(tp)
         if e is None:
-            e = self._partitions[tp] = _PartitionEntry()
+            e = self._partitions[tp] = _PartitionEntry(self._generation, self.producer_id, self.epoch)
         return e
 
     def _transition(self, target: TxnState, error: BaseException | None = None) -> None:
         if self.state is TxnState.FATAL_ERROR and target is not TxnState.FATAL_ERROR:
             return
-        if self.state not in _VALID_SOURCES[target] and self.state is not target:
+        if self.state not in _VALID_SOURCES[target]:
             raise errors.IllegalStateError(
-                f"invalid transition attempted from state {self.state.value} to state {target.value}")
+                f"invalid transaction state transition from {self.state.value} to {target.value}")
         if error is not None:
             self.last_error = error
         elif target not in (TxnState.FATAL_ERROR, TxnState.ABORTABLE_ERROR):
             self.last_error = None
+        log.debug("transaction state %s -> %s", self.state.value, target.value)
         self.state = target
 
     def transition_to_fatal(self, error: BaseException) -> None:
         with self.lock:
+            if self.state is TxnState.FATAL_ERROR:
+                return
+            log.error("the producer hit a fatal error: %r", error)
             self.last_error = error
             self.state = TxnState.FATAL_ERROR
-            for req in self._pending + ([self.in_flight_request] if self.in_flight_request else []):
-                if req.result is not None:
-                    req.result.done(error)
-            self._pending.clear()
+            self._fail_pending(error)
 
     def transition_to_abortable(self, error: BaseException) -> None:
         with self.lock:
             if self.state in (TxnState.ABORTING_TRANSACTION, TxnState.FATAL_ERROR):
                 return
+            if self.state in (TxnState.UNINITIALIZED, TxnState.READY):
+                return  # no transaction to abort (a late answer after the transaction ended)
+            log.info("the transaction must be aborted: %r", error)
             self.last_error = error
             self.state = TxnState.ABORTABLE_ERROR
 
-    # ------------------------------------------------------- accumulator hooks
+    def _fail_pending(self, error: BaseException) -> None:
+        reqs = self._pending + ([self.in_flight_request] if self.in_flight_request else [])
+        for req in reqs:
+            if req.result is not None:
+                req.result.done(error)
+        self._pending.clear()
+        if self._pending_result is not None:
+            self._pending_result.done(error)
+
+    def fatal_error(self) -> BaseException:
+        """The error every record fails with after a fatal error."""
+        return self.last_error or errors.TransactionError("the producer is in a fatal error state")
+
+    # ======================================================= accumulator hooks
     def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
         if not self.is_transactional:
             return True
         return self.state is not TxnState.FATAL_ERROR and tp in self._txn_partitions
 
     def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
+        """Java ``shouldStopDrainBatchesForPartition`` (plus: never while the partition waits for a
+        rewrite under a new producer id)."""
         with self.lock:
-            if not self.has_producer_id() or self._epoch_bump_required:
+            if not self.has_producer_id() or self.has_fatal_error():
                 return True
             if not self.is_send_to_partition_allowed(tp):
-                return True
-            if tp in self._unresolved or tp in self._rewrite:
                 return True
             e = self._partitions.get(tp)
             if e is None:
                 return False
-            if not first.has_sequence():
-                # a new batch must not go out while older batches of an older epoch are in flight
-                return any(b.producer_id != self.producer_id or b.producer_epoch != self.epoch
-                           for b in e.in_flight)
-            # a retry may only go out if it is the lowest in-flight sequence
-            if first.producer_id != self.producer_id or first.producer_epoch != self.epoch:
+            if tp in self._rewrite:
                 return True
-            return bool(e.in_flight) and e.in_flight[0] is not first
+            if not first.has_sequence():
+                if e.in_flight and e.generation != self._generation:
+                    return True  # batches of an older producer id still in flight here
+                return tp in self._unresolved
+            # a retry goes only when it is the lowest sequence still in flight
+            return bool(e.in_flight) and e.in_flight[0] is not first and first in e.in_flight
 
     def assign_sequence(self, batch: ProducerBatch) -> None:
+        """Give a never-sent batch the partition's next sequence and track it as in flight."""
         with self.lock:
             e = self._entry(batch.tp)
-            batch.set_producer_state(self.producer_id, self.epoch, e.next_sequence, self.is_transactional)
+            if e.generation != self._generation and not e.in_flight:
+                e.restart(self._generation, self.producer_id, self.epoch)
+                self._unresolved.pop(batch.tp, None)
+            batch.set_producer_state(e.producer_id, e.producer_epoch, e.next_sequence, self.is_transactional)
             e.next_sequence = increment_sequence(e.next_sequence, batch.record_count)
             e.in_flight.append(batch)
 
-    # ------------------------------------------------------------ sender hooks
-    def needs_producer_id(self) -> bool:
-        """For an idempotent (non-transactional) producer: whether to send InitProducerId now."""
+    def begin_split(self, batch: ProducerBatch) -> None:
+        """The Sender is about to split ``batch``: its parts (``add_in_flight_batch``) take its place."""
         with self.lock:
-            if self.is_transactional or self._init_in_flight:
+            e = self._partitions.get(batch.tp)
+            if e is None or batch not in e.in_flight:
+                self._split_slot = None
+                return
+            index = e.in_flight.index(batch)
+            e.in_flight.pop(index)
+            self._split_slot = (batch.tp, index)
+
+    def add_in_flight_batch(self, batch: ProducerBatch) -> None:
+        """Track a part of a split batch (it kept a slice of the original's sequence range). Called by the
+        accumulator for each part, last part first."""
+        with self.lock:
+            lst = self._entry(batch.tp).in_flight
+            slot = self._split_slot
+            if slot is not None and slot[0] == batch.tp:
+                lst.insert(slot[1], batch)
+            else:
+                lst.append(batch)
+                lst.sort(key=lambda b: b.base_sequence)
+
+    def end_split(self) -> None:
+        with self.lock:
+            self._split_slot = None
+
+    def remove_in_flight(self, batch: ProducerBatch) -> None:
+        with self.lock:
+            self._remove_in_flight(batch)
+
+    def _remove_in_flight(self, batch: ProducerBatch) -> bool:
+        e = self._partitions.get(batch.tp)
+        if e is None:
+            return False
+        try:
+            e.in_flight.remove(batch)
+            return True
+        except ValueError:
+            return False
+
+    def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
+        with self.lock:
+            e = self._partitions.get(tp)
+            return [] if e is None else list(e.in_flight)
+
+    def next_sequence(self, tp: TopicPartition) -> int:
+        with self.lock:
+            e = self._partitions.get(tp)
+            return 0 if e is None else e.next_sequence
+
+    # ====================================================== idempotent producer id
+    def needs_producer_id(self) -> bool:
+        """Idempotent (non-transactional) producer: whether the Sender should send InitProducerId now."""
+        with self.lock:
+            if self.is_transactional or self._init_in_flight or self.has_fatal_error():
                 return False
-            self.maybe_resolve_sequences()
-            if self._epoch_bump_required:
-                # A new producer id renumbers every partition: wait until no batch is on the wire, so
-                # a late answer for an old sequence cannot race with the renumbered retries.
-                return not any(b.in_request for e in self._partitions.values() for b in e.in_flight)
-            return self.producer_id == NO_PRODUCER_ID
+            if self.producer_id == NO_PRODUCER_ID:
+                return True
+            return any(self._entry(tp).generation >= self._generation for tp in self._rewrite)
 
     def init_producer_id_request(self) -> dict[str, Any]:
+        """The body of InitProducerId for the idempotent producer (marks it in flight)."""
         with self.lock:
             self._init_in_flight = True
-            # An epoch bump asks for a brand-new producer id: every broker supports that, and
-            # sequences restart at 0 under it (Tansu rejects KIP-360 bumps of an existing id).
-            return {
-                "transactional_id": self.transactional_id,
-                "transaction_timeout_ms": self.transaction_timeout_ms if self.is_transactional else 2147483647,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            }
+            return {"transactional_id": None, "transaction_timeout_ms": 2147483647,
+                    "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_EPOCH}
 
-    def handle_idempotent_init_response(self, body: dict[str, Any] | None, error: BaseException | None) -> None:
+    def handle_idempotent_init_response(self, body: dict[str, Any] | None, error: BaseException | None) -> bool:
+        """Apply the InitProducerId answer; returns True if it succeeded (else the Sender retries later)."""
         with self.lock:
             self._init_in_flight = False
+            if isinstance(error, errors.UnsupportedVersionError):
+                self.transition_to_fatal(error)  # the broker is too old for idempotence
+                return False
             if error is not None:
-                return  # the Sender retries next loop after backoff
+                log.debug("InitProducerId failed: %r", error)
+                return False
             assert body is not None
             code = int(body.get("error_code", 0))
             if code != 0:
-                exc = errors.error_for_code(code, body.get("error_message"))
-                if code in (errors.CLUSTER_AUTHORIZATION_FAILED, errors.PRODUCER_FENCED,
-                            errors.INVALID_PRODUCER_EPOCH):
+                exc = errors.error_for_code(code, "InitProducerId for the idempotent producer")
+                if not exc.retriable:
                     self.transition_to_fatal(exc)
-                return
-            self._set_producer_id_and_epoch(int(body["producer_id"]), int(body["producer_epoch"]))
+                else:
+                    log.debug("InitProducerId answered %s; retrying", exc.name)
+                return False
+            self._new_producer_id(int(body["producer_id"]), int(body["producer_epoch"]))
+            return True
 
-    def _set_producer_id_and_epoch(self, pid: int, epoch: int) -> None:
-        old = (self.producer_id, self.epoch)
+    def _new_producer_id(self, pid: int, epoch: int) -> None:
         self.producer_id, self.epoch = pid, epoch
-        self._epoch_bump_required = False
-        if old != (pid, epoch):
-            # every partition restarts its sequences under the new producer id/epoch;
-            # batches still waiting (in flight here, i.e. awaiting retry) are renumbered from 0.
-            for tp, e in self._partitions.items():
-                seq = 0
-                for b in e.in_flight:
-                    b.set_producer_state(pid, epoch, seq, self.is_transactional)
-                    seq = increment_sequence(seq, b.record_count)
-                e.next_sequence = seq
-                e.last_acked_sequence = -1
-                e.reset_seq = True
-                self._unresolved.discard(tp)
-            self._rewrite.clear()
-        log.debug("producer id %d epoch %d", pid, epoch)
+        self._generation += 1
+        log.info("producer id %d, epoch %d (generation %d)", pid, epoch, self._generation)
+        self.maybe_resolve_sequences()
+
+    # ================================================================ sequences
+    def _request_rewrite(self, tp: TopicPartition, why: str) -> None:
+        if self.is_transactional:
+            return
+        if tp not in self._rewrite:
+            log.info("%s-%d: %s; restarting its sequences under a new producer id", tp[0], tp[1], why)
+            self._rewrite.add(tp)
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
         with self.lock:
-            self._epoch_bump_required = True
-            self._rewrite.add(tp)
+            self._request_rewrite(tp, "epoch bump requested")
 
-    def maybe_resolve_sequences(self) -> None:
-        for tp in list(self._unresolved):
-            e = self._entry(tp)
-            if any(b.in_request for b in e.in_flight):
-                continue
-            if not e.in_flight and increment_sequence(e.last_acked_sequence, 1) == e.next_sequence:
-                self._unresolved.discard(tp)
-                continue
-            if self.is_transactional:
-                self.transition_to_abortable(errors.KafkaError(
-                    f"unresolved sequence for {tp[0]}-{tp[1]}; the transaction must be aborted"))
-            else:
-                self._epoch_bump_required = True
-                self._rewrite.add(tp)
-            self._unresolved.discard(tp)
+    def _mark_unresolved(self, batch: ProducerBatch) -> None:
+        after = increment_sequence(batch.base_sequence, batch.record_count)
+        current = self._unresolved.get(batch.tp)
+        if current is None or _seq_after(after, current):
+            self._unresolved[batch.tp] = after
 
     def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
         with self.lock:
-            self._unresolved.add(batch.tp)
+            self._mark_unresolved(batch)
+
+    def maybe_resolve_sequences(self) -> None:
+        """Each Sender loop: settle partitions whose fate was unknown, and renumber partitions waiting for
+        a rewrite once the new producer id is there and none of their batches is on the wire."""
+        with self.lock:
+            for tp in list(self._unresolved):
+                e = self._entry(tp)
+                if e.in_flight:
+                    continue
+                del self._unresolved[tp]
+                if increment_sequence(e.last_acked_sequence, 1) == e.next_sequence:
+                    continue  # a later batch was acknowledged: nothing is missing
+                if self.is_transactional:
+                    self._bump_required = True
+                    self.transition_to_abortable(errors.KafkaError(
+                        f"the outcome of an expired batch for {tp[0]}-{tp[1]} is unknown; "
+                        "the transaction must be aborted"))
+                else:
+                    self._request_rewrite(tp, "a batch failed or expired after it was sent")
+            if not self._rewrite or self.producer_id == NO_PRODUCER_ID or self._init_in_flight:
+                return
+            for tp in list(self._rewrite):
+                e = self._entry(tp)
+                if e.generation >= self._generation or e.on_wire():
+                    continue
+                self._renumber(tp, e)
+                self._rewrite.discard(tp)
+
+    def _renumber(self, tp: TopicPartition, e: _PartitionEntry) -> None:
+        e.restart(self._generation, self.producer_id, self.epoch)
+        seq = 0
+        for b in e.in_flight:
+            b.reset_producer_state(self.producer_id, self.epoch, seq)
+            seq = increment_sequence(seq, b.record_count)
+        e.next_sequence = seq
+        self._unresolved.pop(tp, None)
+        log.info("%s-%d: %d batch(es) renumbered from sequence 0 under producer id %d",
+                 tp[0], tp[1], len(e.in_flight), self.producer_id)
 
     def can_retry(self, code: int, batch: ProducerBatch, log_start_offset: int) -> bool:
-        """Java TransactionManager.canRetry for the sequence errors; other codes: the class's retriable flag."""
+        """Java ``TransactionManager.canRetry`` for a batch with a sequence that got error ``code``."""
         with self.lock:
             tp = batch.tp
             e = self._entry(tp)
             if code == errors.UNKNOWN_PRODUCER_ID:
                 if not self.is_transactional:
                     # the broker lost our producer state (restart, retention): new id, renumber, retry
-                    self._epoch_bump_required = True
-                    self._rewrite.add(tp)
+                    self._request_rewrite(tp, "the broker does not know our producer id")
                     return True
-                if log_start_offset == -1 or e.reset_seq:
+                if log_start_offset == -1:
                     return True
                 if e.last_acked_offset < log_start_offset:
-                    self._epoch_bump_required = True
-                    self._rewrite.add(tp)
+                    # retention removed our state; the broker accepts sequence 0 again
+                    self._renumber_same_id(tp, e)
                     return True
                 return False
             if code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                if tp not in self._unresolved and (
-                        e.reset_seq or batch.base_sequence != increment_sequence(e.last_acked_sequence, 1)):
-                    return True  # collateral damage from an earlier failed batch
+                unresolved = self._unresolved.get(tp)
+                is_next = batch.base_sequence == increment_sequence(e.last_acked_sequence, 1)
+                if unresolved is None and not is_next:
+                    return True  # collateral damage of an earlier batch that failed
                 if not self.is_transactional:
-                    self._epoch_bump_required = True
-                    self._rewrite.add(tp)
+                    if unresolved is None or unresolved == batch.base_sequence:
+                        self._request_rewrite(tp, "the broker saw a gap in our sequences")
                     return True
                 return False
+            if code in _FENCED and not self.is_transactional:
+                self._request_rewrite(tp, f"the broker answered {errors.error_name(code)}")
+                return True
             return errors.error_class_for_code(code).retriable
+
+    def _renumber_same_id(self, tp: TopicPartition, e: _PartitionEntry) -> None:
+        """Transactional producer after UNKNOWN_PRODUCER_ID past the log start: restart at 0, same id."""
+        seq = 0
+        for b in e.in_flight:
+            b.reset_producer_state(self.producer_id, self.epoch, seq)
+            seq = increment_sequence(seq, b.record_count)
+        e.next_sequence = seq
+        e.last_acked_sequence = -1
 
     def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
         with self.lock:
-            e = self._entry(batch.tp)
-            if batch.producer_id == self.producer_id and batch.producer_epoch == self.epoch:
-                last = increment_sequence(batch.base_sequence, batch.record_count - 1)
-                if e.last_acked_sequence < last or e.last_acked_sequence == -1:
-                    e.last_acked_sequence = last
-                e.reset_seq = False
-                if base_offset >= 0:
-                    e.last_acked_offset = max(e.last_acked_offset, base_offset + batch.record_count - 1)
-            self._remove_in_flight(batch)
+            e = self._partitions.get(batch.tp)
+            if e is None or not self._remove_in_flight(batch):
+                return
+            if (batch.producer_id, batch.producer_epoch) != (e.producer_id, e.producer_epoch):
+                return
+            last = increment_sequence(batch.base_sequence, batch.record_count - 1)
+            if e.last_acked_sequence == -1 or _seq_after(last, e.last_acked_sequence):
+                e.last_acked_sequence = last
+            if base_offset >= 0:
+                e.last_acked_offset = max(e.last_acked_offset, base_offset + batch.record_count - 1)
 
     def handle_failed_batch(self, batch: ProducerBatch, exc: BaseException, adjust_sequences: bool) -> None:
+        """A batch failed for good (Java ``handleFailedBatch``)."""
         with self.lock:
             code = getattr(exc, "code", None)
-            if code in (errors.CLUSTER_AUTHORIZATION_FAILED, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        errors.PRODUCER_FENCED, errors.UNSUPPORTED_VERSION, errors.INVALID_PRODUCER_EPOCH):
-                if self.is_transactional or code != errors.UNSUPPORTED_VERSION:
-                    fatal: BaseException = exc
-                    if code in (errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH):
-                        fatal = errors.ProducerFencedError(
-                            "there is a newer producer with the same transactional.id; this producer is fenced")
-                    self.transition_to_fatal(fatal)
+            if code in _FATAL_FOR_BATCHES or isinstance(exc, errors.UnsupportedVersionError) \
+                    or (self.is_transactional and (code in _FENCED or isinstance(exc, errors.ProducerFencedError))):
+                fatal: BaseException = exc
+                if code in _FENCED:
+                    fatal = fenced_error(f"the broker answered {errors.error_name(code or 0)} to a produce request")
+                self.transition_to_fatal(fatal)
             elif self.is_transactional:
+                if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID) \
+                        or isinstance(exc, errors.DeliveryTimeoutError):
+                    self._bump_required = True
                 self.transition_to_abortable(exc)
-            was_in_flight = batch in self._entry(batch.tp).in_flight
-            self._remove_in_flight(batch)
-            if not was_in_flight or not batch.has_sequence():
+            was_in_flight = self._remove_in_flight(batch)
+            if self.has_fatal_error() or not was_in_flight or not batch.has_sequence():
                 return
-            if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID) \
-                    and not self.is_transactional:
-                self._epoch_bump_required = True
-                self._rewrite.add(batch.tp)
-            elif adjust_sequences or isinstance(exc, errors.DeliveryTimeoutError):
-                # the batch's sequence numbers were never written: later sequences must be renumbered
-                if self.is_transactional:
-                    self.transition_to_abortable(exc)
-                else:
-                    self._epoch_bump_required = True
-                    self._rewrite.add(batch.tp)
+            if self.is_transactional:
+                if code == errors.UNKNOWN_PRODUCER_ID:
+                    self._renumber_same_id(batch.tp, self._entry(batch.tp))
+                return
+            if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID) or adjust_sequences:
+                # the batch was not written: later sequences would leave a gap
+                self._request_rewrite(batch.tp, f"a batch failed ({type(exc).__name__})")
 
-    def _remove_in_flight(self, batch: ProducerBatch) -> None:
-        e = self._partitions.get(batch.tp)
-        if e is not None:
-            try:
-                e.in_flight.remove(batch)
-            except ValueError:
-                pass
-
-    def add_in_flight_batch(self, batch: ProducerBatch) -> None:
-        """Track a batch that already has a sequence (the parts of a split batch), in sequence order."""
+    def handle_expired_batch(self, batch: ProducerBatch, exc: BaseException) -> None:
+        """A batch hit delivery.timeout.ms. If it was ever sent, its fate is unknown: new batches for the
+        partition wait until everything in flight there has completed (``maybe_resolve_sequences``).
+        A batch still on the wire stays tracked until its answer (or time-out) arrives."""
         with self.lock:
-            lst = self._entry(batch.tp).in_flight
-            lst.append(batch)
-            lst.sort(key=lambda b: b.base_sequence)
+            if self.is_transactional:
+                if batch.has_sequence():
+                    self._bump_required = True
+                self.transition_to_abortable(exc)
+            if not batch.has_sequence():
+                return
+            self._mark_unresolved(batch)
+            if not batch.in_request:
+                self._remove_in_flight(batch)
 
-    def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
+    def handle_late_response(self, batch: ProducerBatch, code: int, base_offset: int) -> None:
+        """The answer for a batch that was already failed (expired on the wire, or aborted)."""
         with self.lock:
-            return list(self._entry(tp).in_flight)
+            if code in (0, errors.DUPLICATE_SEQUENCE_NUMBER):
+                self.handle_completed_batch(batch, base_offset if code == 0 else -1)
+            else:
+                self._remove_in_flight(batch)
 
-    # ------------------------------------------------------------ transactions
+    # ============================================================ transactions
     def _require_transactional(self, op: str) -> None:
         if not self.is_transactional:
-            raise errors.IllegalStateError(f"cannot {op}: no transactional.id is configured")
+            raise errors.IllegalStateError(f"cannot {op}(): no transactional.id is configured")
 
-    def _check_not_fatal(self, op: str) -> None:
+    def _raise_if_fatal(self) -> None:
         if self.state is TxnState.FATAL_ERROR:
-            raise errors.IllegalStateError(
-                f"cannot {op}: the producer is in a fatal error state ({self.last_error!r}); close it")
+            raise self.fatal_error().with_traceback(None)
 
     def initialize_transactions(self) -> TransactionalRequestResult:
         with self.lock:
             self._require_transactional("init_transactions")
-            self._check_not_fatal("init_transactions")
-            if self._pending_result is not None and self._pending_result.operation == "init_transactions" \
-                    and not self._pending_result.is_done():
-                return self._pending_result
+            self._raise_if_fatal()
+            pending = self._pending_result
+            if pending is not None and pending.operation == "init_transactions" and not pending.is_done():
+                return pending
             if self.state is not TxnState.UNINITIALIZED:
                 raise errors.IllegalStateError(
                     f"init_transactions() called in state {self.state.value}; it may be called only once")
@@ -441,37 +621,34 @@ class TransactionManager:
             return result
 
     def _init_txn_request(self, result: TransactionalRequestResult | None) -> TxnRequest:
-        body = {"transactional_id": self.transactional_id,
-                "transaction_timeout_ms": self.transaction_timeout_ms,
-                "producer_id": -1, "producer_epoch": -1}
+        body = {"transactional_id": self.transactional_id, "transaction_timeout_ms": self.transaction_timeout_ms,
+                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_EPOCH}
+        req: TxnRequest
 
         def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
-            assert req is not None
-            if err is not None:
-                self._retry(req)
+            if err is not None or resp is None:
+                self._lookup_coordinator_and_retry(req)
                 return
-            assert resp is not None
             code = int(resp.get("error_code", 0))
             if code == 0:
-                self.producer_id = int(resp["producer_id"])
-                self.epoch = int(resp["producer_epoch"])
+                self._new_producer_id(int(resp["producer_id"]), int(resp["producer_epoch"]))
                 self._partitions.clear()
+                self._unresolved.clear()
+                self._bump_required = False
+                if self.state is TxnState.ABORTING_TRANSACTION:
+                    self._transition(TxnState.INITIALIZING)
                 self._transition(TxnState.READY)
                 if result is not None:
                     result.done()
-            elif code in (15, 16):
-                self.coordinator = None
+            elif code in _FIND_AGAIN:
+                self._lookup_coordinator_and_retry(req)
+            elif code in (_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS) \
+                    or errors.error_class_for_code(code).retriable:
                 self._retry(req)
-            elif code in _RETRIABLE_COORD or errors.error_class_for_code(code).retriable:
-                self._retry(req)
-            elif code in (errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH):
-                self.transition_to_fatal(errors.ProducerFencedError(
-                    "there is a newer producer with the same transactional.id; this producer is fenced"))
+            elif code in _FENCED:
+                self.transition_to_fatal(fenced_error("InitProducerId"))
             else:
-                exc = errors.error_for_code(code, resp.get("error_message"))
-                self.transition_to_fatal(exc)
-                if result is not None:
-                    result.done(exc)
+                self.transition_to_fatal(errors.error_for_code(code, "InitProducerId"))
 
         req = TxnRequest(API_INIT_PRODUCER_ID, body, _PRI_INIT_PRODUCER_ID, True, on_response, result)
         return req
@@ -479,36 +656,39 @@ class TransactionManager:
     def begin_transaction(self) -> None:
         with self.lock:
             self._require_transactional("begin_transaction")
-            self._check_not_fatal("begin_transaction")
+            self._raise_if_fatal()
+            if self.state is TxnState.ABORTABLE_ERROR:
+                raise errors.IllegalStateError(
+                    f"begin_transaction() called while the current transaction must be aborted "
+                    f"({self.last_error!r}); call abort_transaction() first")
             if self.state is not TxnState.READY:
                 raise errors.IllegalStateError(
-                    f"begin_transaction() called in state {self.state.value}; "
-                    "call init_transactions() first, and end the previous transaction")
+                    f"begin_transaction() called in state {self.state.value}; it needs state READY "
+                    "(after init_transactions(), and after the previous transaction ended)")
             self._transition(TxnState.IN_TRANSACTION)
 
     def check_send_allowed(self) -> None:
-        """Raise if a send is not legal now (transactional producer outside a transaction, fatal error)."""
-        if not self.is_transactional:
-            if self.state is TxnState.FATAL_ERROR and self.last_error is not None:
-                raise errors.IllegalStateError(f"the producer has a fatal error: {self.last_error!r}")
-            return
-        st = self.state
-        if st is TxnState.IN_TRANSACTION:
-            return
-        if st is TxnState.FATAL_ERROR:
+        """Raise if a send is not legal now (outside a transaction, after an error)."""
+        with self.lock:
+            st = self.state
+            if st is TxnState.FATAL_ERROR:
+                raise self.fatal_error().with_traceback(None)
+            if not self.is_transactional or st is TxnState.IN_TRANSACTION:
+                return
+            if st is TxnState.ABORTABLE_ERROR:
+                raise errors.IllegalStateError(
+                    f"cannot send: a previous request of this transaction failed ({self.last_error!r}); "
+                    "call abort_transaction()")
             raise errors.IllegalStateError(
-                f"cannot send: the producer is in a fatal error state ({self.last_error!r})")
-        if st is TxnState.ABORTABLE_ERROR:
-            raise errors.IllegalStateError(
-                f"cannot send: the transaction must be aborted after an error ({self.last_error!r})")
-        raise errors.IllegalStateError(
-            f"cannot send outside a transaction (state {st.value}); call begin_transaction() first")
+                f"cannot send outside a transaction (state {st.value}); call begin_transaction() first")
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
+        """A record went to ``tp`` in this transaction: add it with AddPartitionsToTxn (once)."""
         if tp in self._txn_partitions or tp in self._new_partitions or tp in self._pending_partitions:
             return
         with self.lock:
-            self._new_partitions.add(tp)
+            if self.state is TxnState.IN_TRANSACTION:
+                self._new_partitions.add(tp)
 
     def is_partition_added(self, tp: TopicPartition) -> bool:
         return tp in self._txn_partitions
@@ -523,72 +703,68 @@ class TransactionManager:
         op = "commit_transaction" if commit else "abort_transaction"
         with self.lock:
             self._require_transactional(op)
-            self._check_not_fatal(op)
-            if self._pending_result is not None and self._pending_result.operation == op \
-                    and not self._pending_result.is_done():
-                return self._pending_result
+            self._raise_if_fatal()
+            pending = self._pending_result
+            if pending is not None and pending.operation == op and not pending.is_done():
+                return pending
             if commit:
                 if self.state is TxnState.ABORTABLE_ERROR:
-                    raise errors.IllegalStateError(
-                        f"cannot commit: the transaction hit an error and must be aborted ({self.last_error!r})")
+                    raise errors.TransactionError(
+                        f"cannot commit: the transaction hit an error and must be aborted ({self.last_error!r})"
+                    ) from self.last_error
                 if self.state is not TxnState.IN_TRANSACTION:
                     raise errors.IllegalStateError(
-                        f"commit_transaction() called in state {self.state.value}; no transaction in progress")
+                        f"commit_transaction() called in state {self.state.value}: no transaction in progress "
+                        "(call begin_transaction() first)")
                 self._transition(TxnState.COMMITTING_TRANSACTION)
             else:
                 if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
                     raise errors.IllegalStateError(
-                        f"abort_transaction() called in state {self.state.value}; no transaction in progress")
+                        f"abort_transaction() called in state {self.state.value}: no transaction in progress")
                 self._transition(TxnState.ABORTING_TRANSACTION)
                 self._new_partitions.clear()
             result = TransactionalRequestResult(op)
             self._pending_result = result
-            if not self._txn_partitions and not self._pending_partitions:
-                # nothing was sent in this transaction: complete locally
-                self._transition(TxnState.READY)
-                result.done()
-                return result
             self._enqueue(self._end_txn_request(commit, result))
             return result
 
-    def is_completing(self) -> bool:
-        return self.state in (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
+    def _transaction_started(self) -> bool:
+        return bool(self._txn_partitions or self._pending_partitions or self._new_partitions)
 
-    def is_aborting(self) -> bool:
-        return self.state is TxnState.ABORTING_TRANSACTION
+    def _complete_transaction(self, result: TransactionalRequestResult) -> None:
+        self._txn_partitions.clear()
+        self._pending_partitions.clear()
+        self._new_partitions.clear()
+        if self.state is TxnState.ABORTING_TRANSACTION and self._bump_required:
+            # sequences are broken: re-initialize (a new epoch; all sequences restart at 0)
+            self._enqueue(self._init_txn_request(result))
+            return
+        self._transition(TxnState.READY)
+        result.done()
 
     def _end_txn_request(self, commit: bool, result: TransactionalRequestResult) -> TxnRequest:
         body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
                 "producer_epoch": self.epoch, "committed": commit}
-        req: TxnRequest | None = None
+        req: TxnRequest
 
         def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
-            assert req is not None
-            if err is not None:
-                self._retry(req)
+            if err is not None or resp is None:
+                self._lookup_coordinator_and_retry(req)
                 return
-            assert resp is not None
             code = int(resp.get("error_code", 0))
             if code == 0:
-                self._txn_partitions.clear()
-                self._pending_partitions.clear()
-                self._new_partitions.clear()
-                if int(resp.get("producer_epoch", -1)) >= 0:
+                if int(resp.get("producer_epoch", -1)) >= 0:  # v5+: the epoch is bumped per transaction
                     self.epoch = int(resp["producer_epoch"])
-                self._transition(TxnState.READY)
-                result.done()
-            elif code in (15, 16):
-                self.coordinator = None
+                self._complete_transaction(result)
+            elif code in _FIND_AGAIN:
+                self._lookup_coordinator_and_retry(req)
+            elif code in (_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS) \
+                    or errors.error_class_for_code(code).retriable:
                 self._retry(req)
-            elif code in _RETRIABLE_COORD or errors.error_class_for_code(code).retriable:
-                self._retry(req)
-            elif code in (errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH):
-                self.transition_to_fatal(errors.ProducerFencedError(
-                    "there is a newer producer with the same transactional.id; this producer is fenced"))
+            elif code in _FENCED:
+                self.transition_to_fatal(fenced_error("EndTxn"))
             else:
-                exc = errors.error_for_code(code, resp.get("error_message"))
-                self.transition_to_fatal(exc)
-                result.done(exc)
+                self.transition_to_fatal(errors.error_for_code(code, "EndTxn"))
 
         req = TxnRequest(API_END_TXN, body, _PRI_END_TXN, True, on_response, result)
         return req
@@ -604,77 +780,76 @@ class TransactionManager:
                 "v3_and_below_producer_id": self.producer_id,
                 "v3_and_below_producer_epoch": self.epoch,
                 "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-        req: TxnRequest | None = None
+        req: TxnRequest
 
         def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
-            assert req is not None
-            if err is not None:
-                self._retry(req)
+            if err is not None or resp is None:
+                self._lookup_coordinator_and_retry(req)
                 return
-            assert resp is not None
-            retry = False
+            retry = find_again = False
             failure: BaseException | None = None
-            for t in resp.get("results_by_topic_v3_and_below", []):
-                for p in t.get("results_by_partition", []):
+            fatal: BaseException | None = None
+            for t in resp.get("results_by_topic_v3_and_below") or ():
+                for p in t.get("results_by_partition") or ():
                     code = int(p.get("partition_error_code", 0))
-                    tp = (t["name"], int(p["partition_index"]))
+                    tp = (str(t["name"]), int(p["partition_index"]))
                     if code == 0:
                         self._txn_partitions.add(tp)
                         self._pending_partitions.discard(tp)
-                    elif code in (15, 16):
-                        self.coordinator = None
+                    elif code in _FIND_AGAIN:
+                        find_again = True
+                    elif code in (_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS, _OPERATION_NOT_ATTEMPTED) \
+                            or errors.error_class_for_code(code).retriable:
                         retry = True
-                    elif code in _RETRIABLE_COORD or errors.error_class_for_code(code).retriable:
-                        retry = True
-                    elif code == 55:  # OPERATION_NOT_ATTEMPTED
-                        continue
-                    elif code in (errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH):
-                        failure = errors.ProducerFencedError(
-                            "there is a newer producer with the same transactional.id; this producer is fenced")
+                    elif code in _FENCED:
+                        fatal = fenced_error("AddPartitionsToTxn")
+                    elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 48):  # 48: INVALID_TXN_STATE
+                        fatal = errors.error_for_code(code, "AddPartitionsToTxn")
+                    elif code in (errors.UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING):
+                        self._bump_required = True
+                        failure = errors.error_for_code(code, f"AddPartitionsToTxn for {tp[0]}-{tp[1]}")
                     else:
                         failure = errors.error_for_code(code, f"AddPartitionsToTxn for {tp[0]}-{tp[1]}")
-            if failure is not None:
-                if isinstance(failure, errors.ProducerFencedError):
-                    self.transition_to_fatal(failure)
-                else:
-                    self.transition_to_abortable(failure)
+            if fatal is not None:
+                self.transition_to_fatal(fatal)
+            elif failure is not None:
                 self._pending_partitions.clear()
+                self.transition_to_abortable(failure)
+            elif find_again:
+                self._lookup_coordinator_and_retry(req)
             elif retry:
                 self._retry(req)
 
         req = TxnRequest(API_ADD_PARTITIONS_TO_TXN, body, _PRI_ADD_PARTITIONS, True, on_response)
         return req
 
-    def find_coordinator_request(self) -> TxnRequest:
+    def _find_coordinator_request(self) -> TxnRequest:
         body = {"key": self.transactional_id, "key_type": 1, "coordinator_keys": [self.transactional_id]}
-        req: TxnRequest | None = None
+        req: TxnRequest
 
         def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
-            assert req is not None
             if err is not None or resp is None:
                 self._retry(req)
                 return
             coords = resp.get("coordinators")
             if coords:
                 c = coords[0]
-                code, node, host, port = int(c.get("error_code", 0)), c["node_id"], c["host"], c["port"]
+                code, node, host, port = int(c.get("error_code", 0)), c.get("node_id"), c.get("host"), c.get("port")
             else:
                 code, node, host, port = (int(resp.get("error_code", 0)), resp.get("node_id"),
                                           resp.get("host"), resp.get("port"))
-            if code == 0:
+            if code == 0 and node is not None and int(node) >= 0:
                 self.coordinator = int(node)
-                self.coordinator_address = (str(host), int(port))
-            elif errors.error_class_for_code(code).retriable:
+                self.coordinator_address = (str(host), int(port or 0))
+                log.debug("transaction coordinator: node %s at %s:%s", node, host, port)
+            elif code == 0 or errors.error_class_for_code(code).retriable:
                 self._retry(req)
             else:
-                exc = errors.error_for_code(code, "FindCoordinator")
-                self.transition_to_fatal(exc)
+                self.transition_to_fatal(errors.error_for_code(code, "FindCoordinator"))
 
         req = TxnRequest(API_FIND_COORDINATOR, body, _PRI_FIND_COORDINATOR, False, on_response,
                          is_find_coordinator=True)
         return req
-
-    coordinator_address: tuple[str, int] | None = None
 
     def _enqueue(self, req: TxnRequest) -> None:
         self._pending.append(req)
@@ -685,27 +860,54 @@ class TransactionManager:
         req.retry_at_ms = -1.0  # the Sender stamps the backoff deadline
         self._enqueue(req)
 
+    def _lookup_coordinator_and_retry(self, req: TxnRequest) -> None:
+        if req.needs_coordinator:
+            self.coordinator = None
+        self._retry(req)
+
+    def lookup_coordinator(self, req: TxnRequest) -> None:
+        """The Sender could not reach the coordinator: find it again, then send ``req``."""
+        with self.lock:
+            self._lookup_coordinator_and_retry(req)
+
     def next_request(self, has_incomplete_batches: bool) -> TxnRequest | None:
-        """The next transactional request to send, or None. EndTxn waits until all batches completed."""
+        """The next transactional request to send, or None (Java ``nextRequest``)."""
         with self.lock:
             if self.state is TxnState.FATAL_ERROR:
                 return None
-            if self._new_partitions and self.state in (TxnState.IN_TRANSACTION,
-                                                       TxnState.COMMITTING_TRANSACTION):
+            if self._new_partitions and self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION):
                 self._enqueue(self._add_partitions_request())
-            if not self._pending:
-                return None
-            req = self._pending[0]
-            if req.api_key == API_END_TXN and (has_incomplete_batches or (self._pending_partitions
-                                                                          and req.body["committed"])):
-                if not any(r.api_key == API_ADD_PARTITIONS_TO_TXN for r in self._pending):
-                    return None
-            if req.needs_coordinator and self.coordinator is None:
-                if not any(r.is_find_coordinator for r in self._pending):
-                    self._enqueue(self.find_coordinator_request())
+            while self._pending:
                 req = self._pending[0]
-            self._pending.remove(req)
-            return req
+                if req.api_key == API_END_TXN and has_incomplete_batches:
+                    return None  # EndTxn waits until every batch is complete
+                if self.state is TxnState.ABORTABLE_ERROR and not req.is_find_coordinator:
+                    # the transaction is doomed: fail what was asked (a commit) until the user aborts
+                    self._pending.pop(0)
+                    if req.result is not None:
+                        req.result.done(errors.TransactionError(
+                            f"the transaction must be aborted: {self.last_error!r}"))
+                    continue
+                if req.api_key == API_END_TXN and not self._transaction_started():
+                    self._pending.pop(0)  # nothing was added: nothing to end on the broker
+                    assert req.result is not None
+                    self._complete_transaction(req.result)
+                    continue
+                if req.needs_coordinator and self.coordinator is None:
+                    if not any(r.is_find_coordinator for r in self._pending):
+                        self._enqueue(self._find_coordinator_request())
+                    req = self._pending[0]
+                self._pending.remove(req)
+                if req.api_key == API_END_TXN or req.api_key == API_INIT_PRODUCER_ID:
+                    self._refresh_ids(req)
+                return req
+            return None
+
+    def _refresh_ids(self, req: TxnRequest) -> None:
+        """EndTxn carries the producer id/epoch current when it is sent (the epoch may have moved)."""
+        if req.api_key == API_END_TXN:
+            req.body["producer_id"] = self.producer_id
+            req.body["producer_epoch"] = self.epoch
 
     def requeue(self, req: TxnRequest) -> None:
         with self.lock:
@@ -716,9 +918,4 @@ class TransactionManager:
 
     def close(self, error: BaseException) -> None:
         with self.lock:
-            for req in self._pending + ([self.in_flight_request] if self.in_flight_request else []):
-                if req.result is not None:
-                    req.result.done(error)
-            self._pending.clear()
-            if self._pending_result is not None:
-                self._pending_result.done(error)
+            self._fail_pending(error)

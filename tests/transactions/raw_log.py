@@ -1,0 +1,162 @@
+"""Read a topic's raw log (data and control batches) and apply the read_committed rule to it.
+
+Why: neither test broker filters aborted transactions for an ordinary consumer. The librdkafka mock
+(2.16) writes COMMIT/ABORT control batches but answers Fetch with an empty aborted-transactions list
+and LastStableOffset = high watermark; Tansu never lists aborted transactions. So a confluent-kafka
+consumer with isolation.level=read_committed still returns aborted records on both.
+
+How it works: ``read_log`` asks each partition's leader (from confluent-kafka's metadata) with raw Fetch
+v4 requests (``support.wire``) for every batch from offset 0 to the high watermark, and decodes them
+(``sparkafka.record.reader`` for data batches; control batches are parsed here because the mock
+writes them with a zero CRC; the mock returns one batch per Fetch). ``committed_view`` then does what a
+read_committed consumer does: records of a transactional batch are held per producer id until that
+producer's next control batch: COMMIT releases them, ABORT drops them; batches still open at the end are
+not visible; non-transactional records are visible at once.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from sparkafka.record.reader import decode_batches
+from support.wire import RawConnection, string
+
+__all__ = ["LogBatch", "LogRecord", "committed_view", "control_markers", "read_log"]
+
+FETCH = 1
+_CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+def _fetch_once(conn: RawConnection, topic: str, partition: int, offset: int) -> tuple[int, bytes]:
+    body = (struct.pack(">iiiib", -1, 50, 1, 8 << 20, 0) + struct.pack(">i", 1) + string(topic)
+            + struct.pack(">iiqi", 1, partition, offset, 8 << 20))
+    data = conn.request(FETCH, 4, body)
+    pos = 4 + 4  # throttle, topics count
+    (name_len,) = struct.unpack_from(">h", data, pos)
+    pos += 2 + name_len + 4  # name, partitions count
+    _index, error, high_watermark, _lso = struct.unpack_from(">ihqq", data, pos)
+    pos += 4 + 2 + 8 + 8
+    assert error == 0, f"Fetch {topic}-{partition}@{offset}: error {error}"
+    (aborted,) = struct.unpack_from(">i", data, pos)
+    pos += 4 + max(aborted, 0) * 16
+    (size,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    return high_watermark, data[pos:pos + max(size, 0)]
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    is_control: bool
+    control_type: int
+    """0 = ABORT, 1 = COMMIT (control batches only)."""
+    records: list[LogRecord]
+
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+
+
+def _split_batches(raw: bytes, partition: int) -> list[LogBatch]:
+    """Split concatenated batches. Control batches are parsed here (the mock writes them with a zero
+    CRC); data batches are decoded, CRC checked, by ``decode_batches``."""
+    out: list[LogBatch] = []
+    pos = 0
+    while pos + _HEADER.size <= len(raw):
+        (base, length, _epoch, _magic, _crc, attributes, delta, _ts, _max_ts, producer_id, producer_epoch,
+         base_sequence, _count) = _HEADER.unpack_from(raw, pos)
+        end = pos + 12 + length
+        if end > len(raw):
+            break  # a partial batch at the end of the response
+        control = bool(attributes & 0x20)
+        transactional = bool(attributes & 0x10)
+        if control:
+            rpos = pos + _HEADER.size
+            _len, rpos = _varint(raw, rpos)
+            rpos += 1  # record attributes
+            _ts_delta, rpos = _varint(raw, rpos)
+            _off_delta, rpos = _varint(raw, rpos)
+            _key_len, rpos = _varint(raw, rpos)
+            _version, kind = struct.unpack_from(">hh", raw, rpos)
+            out.append(LogBatch(base, base + delta, producer_id, producer_epoch, base_sequence, transactional,
+                                True, kind, []))
+        else:
+            (decoded,) = decode_batches(raw[pos:end])
+            records = [LogRecord(partition, r.offset, r.value) for r in decoded.records]
+            out.append(LogBatch(base, base + delta, producer_id, producer_epoch, base_sequence, transactional,
+                                False, -1, records))
+        pos = end
+    return out
+
+
+def read_log(bootstrap: str, topic: str) -> dict[int, list[LogBatch]]:
+    """Every batch of every partition, in offset order."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=10)
+    brokers = {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+    out: dict[int, list[LogBatch]] = {}
+    for partition, info in sorted(metadata.topics[topic].partitions.items()):
+        host, port = brokers[info.leader]
+        batches: list[LogBatch] = []
+        with RawConnection(str(host), int(port)) as conn:
+            offset = 0
+            while True:
+                high_watermark, raw = _fetch_once(conn, topic, partition, offset)
+                if offset >= high_watermark or not raw:
+                    break
+                for batch in _split_batches(raw, partition):
+                    if batch.last_offset >= offset:
+                        batches.append(batch)
+                    offset = batch.last_offset + 1
+        out[partition] = batches
+    return out
+
+
+def control_markers(log: dict[int, list[LogBatch]]) -> list[tuple[int, int, str]]:
+    """(partition, producer id, "COMMIT" | "ABORT") for every control batch."""
+    return [(partition, b.producer_id, "COMMIT" if b.control_type == _CONTROL_COMMIT else "ABORT")
+            for partition, batches in log.items() for b in batches if b.is_control]
+
+
+def committed_view(log: dict[int, list[LogBatch]]) -> list[LogRecord]:
+    """What a read_committed consumer must see, in (partition, offset) order."""
+    visible: list[LogRecord] = []
+    for batches in log.values():
+        pending: dict[int, list[LogRecord]] = {}
+        for batch in batches:
+            if batch.is_control:
+                held = pending.pop(batch.producer_id, [])
+                if batch.control_type == _CONTROL_COMMIT:
+                    visible.extend(held)
+                continue
+            records = batch.records
+            if batch.is_transactional:
+                pending.setdefault(batch.producer_id, []).extend(records)
+            else:
+                visible.extend(records)
+    visible.sort(key=lambda r: (r.partition, r.offset))
+    return visible

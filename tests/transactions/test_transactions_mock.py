@@ -1,0 +1,148 @@
+"""Transactions end to end on the librdkafka mock cluster (3 brokers, a real transaction coordinator).
+
+Checked: committed records are visible to read_committed readers and aborted ones never are (applied to
+the raw log with its COMMIT/ABORT markers, see ``transactions.raw_log``: the mock's Fetch does not filter
+for ordinary consumers), ``with producer.transaction()`` commits or aborts, AddPartitionsToTxn reaches the
+coordinator before the first Produce, coordinator errors are retried, a failed batch makes the
+transaction abortable, and a fenced producer gets ``ProducerFencedError`` from every later call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
+
+import pytest
+
+from faults.ledger import Ledger, decode_value
+from sparkafka import errors
+from sparkafka.producer.producer import KafkaProducer
+from support.consume import consume_all
+from support.mock_cluster import ApiKey, MockCluster
+from transactions.raw_log import committed_view, control_markers, read_log
+
+pytestmark = [pytest.mark.timeout(120)]
+
+PARTITIONS = 3
+
+
+@pytest.fixture
+def topic(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> str:
+    name = unique_topic("txn")
+    mock_cluster.create_topic(name, partitions=PARTITIONS, replication=3)
+    return name
+
+
+@pytest.fixture
+def producer(mock_cluster: MockCluster, topic: str) -> Iterator[KafkaProducer]:
+    p = KafkaProducer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
+                       "linger.ms": 5, "retry.backoff.ms": 20, "max.block.ms": 20_000})
+    yield p
+    p.close(timeout=5)
+
+
+class _HasValue(Protocol):
+    @property
+    def value(self) -> bytes | None: ...
+
+
+def _indexes(records: Sequence[_HasValue]) -> list[int]:
+    return sorted(decode_value(r.value)[2] for r in records)
+
+
+def test_committed_records_are_visible_and_aborted_ones_never(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    ledger = Ledger(keys=50)
+    producer.init_transactions()
+    producer.begin_transaction()
+    ledger.send(producer, topic, 1000)  # 0..999: committed
+    producer.commit_transaction()
+    producer.begin_transaction()
+    ledger.send(producer, topic, 1000)  # 1000..1999: written, then aborted
+    producer.flush()
+    producer.abort_transaction()
+    with producer.transaction():
+        ledger.send(producer, topic, 1000)  # 2000..2999: committed by the context manager
+    with pytest.raises(RuntimeError), producer.transaction():
+        ledger.send(producer, topic, 1000)  # 3000..3999: aborted by the context manager
+        producer.flush()
+        raise RuntimeError("boom")
+    assert all(f.exception(0) is None for f in ledger.futures[:3000])
+
+    log = read_log(mock_cluster.bootstrap_servers, topic)
+    visible = _indexes(committed_view(log))
+    assert visible == list(range(1000)) + list(range(2000, 3000))
+    kinds = [kind for _, _, kind in control_markers(log)]
+    assert kinds.count("ABORT") >= 2 and kinds.count("COMMIT") >= 2
+    raw = {decode_value(r.value)[2] for batches in log.values() for b in batches for r in b.records}
+    assert set(range(1000, 2000)) <= raw  # the aborted records were written: only the markers hide them
+    # an independent read_committed consumer sees every committed record (the mock cannot hide aborts)
+    seen = set(_indexes(consume_all(mock_cluster.bootstrap_servers, topic, isolation_level="read_committed")))
+    assert set(visible) <= seen
+
+
+def test_add_partitions_reaches_the_coordinator_before_the_first_produce(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    producer.init_transactions()
+    mock_cluster.start_request_tracking()
+    producer.begin_transaction()
+    producer.send(topic, b"0:0:0", key=b"k", partition=1)
+    producer.commit_transaction()
+    keys = [r.api_key for r in mock_cluster.requests() if r.api_key != ApiKey.METADATA]
+    assert ApiKey.ADD_PARTITIONS_TO_TXN in keys and ApiKey.PRODUCE in keys
+    assert keys.index(ApiKey.ADD_PARTITIONS_TO_TXN) < keys.index(ApiKey.PRODUCE) < keys.index(ApiKey.END_TXN)
+
+
+def test_coordinator_errors_are_retried(mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    load, not_available, not_coordinator, concurrent = 14, 15, 16, 51
+    mock_cluster.push_request_errors(ApiKey.FIND_COORDINATOR, [not_available])
+    mock_cluster.push_request_errors(ApiKey.INIT_PRODUCER_ID, [load, concurrent, not_coordinator])
+    mock_cluster.push_request_errors(ApiKey.ADD_PARTITIONS_TO_TXN, [concurrent, load, not_coordinator])
+    mock_cluster.push_request_errors(ApiKey.END_TXN, [not_coordinator, load, concurrent])
+    ledger = Ledger(keys=20)
+    producer.init_transactions()
+    producer.begin_transaction()
+    ledger.send(producer, topic, 500)
+    producer.commit_transaction()
+    assert all(f.exception(0) is None for f in ledger.futures)
+    assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == list(range(500))
+
+
+def test_a_failed_batch_makes_the_transaction_abortable(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    producer.init_transactions()
+    producer.begin_transaction()
+    mock_cluster.push_partition_request_errors(topic, 0, ApiKey.PRODUCE, [87])  # INVALID_RECORD
+    failed = producer.send(topic, b"0:0:0", partition=0)
+    assert isinstance(failed.exception(10), errors.error_class_for_code(87))
+    with pytest.raises(errors.IllegalStateError, match="abort_transaction"):
+        producer.send(topic, b"0:1:1", partition=1)
+    with pytest.raises(errors.TransactionError):
+        producer.commit_transaction()
+    producer.abort_transaction()
+    producer.begin_transaction()  # the producer is usable again
+    producer.send(topic, b"0:2:2", partition=1)
+    producer.commit_transaction()
+    assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [2]
+
+
+@pytest.mark.parametrize("api", [ApiKey.END_TXN, ApiKey.PRODUCE, ApiKey.ADD_PARTITIONS_TO_TXN])
+def test_a_fenced_producer_fails_every_later_call(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer, api: int) -> None:
+    producer.init_transactions()
+    producer.begin_transaction()
+    if api == ApiKey.PRODUCE:
+        mock_cluster.push_partition_request_errors(topic, 0, ApiKey.PRODUCE, [errors.PRODUCER_FENCED])
+    else:
+        mock_cluster.push_request_errors(api, [errors.PRODUCER_FENCED])
+    future = producer.send(topic, b"0:0:0", partition=0)
+    with pytest.raises(errors.ProducerFencedError):
+        producer.commit_transaction()
+    outcome = future.exception(10)  # done either way; written only if the fence came at EndTxn
+    assert (outcome is None) if api == ApiKey.END_TXN else isinstance(outcome, errors.KafkaError)
+    with pytest.raises(errors.ProducerFencedError):
+        producer.begin_transaction()
+    with pytest.raises(errors.ProducerFencedError):
+        producer.send(topic, b"late")
+    with pytest.raises(errors.ProducerFencedError):
+        producer.abort_transaction()
