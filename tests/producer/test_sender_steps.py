@@ -87,6 +87,9 @@ class FakeClient:
     def ready(self, node: int, now: float) -> bool:
         return node not in self.not_ready
 
+    def authentication_error(self, node: int | None = None) -> errors.AuthenticationError | None:
+        return None
+
     def connection_delay(self, node: int, now: float) -> float:
         return 50.0
 

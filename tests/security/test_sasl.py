@@ -203,8 +203,8 @@ def test_a_rejected_client_does_not_hammer_the_broker(gateway: Callable[..., Gat
 
 
 @pytest.mark.xfail(
-    reason="needs the Sender to fail a node's batches when its connection reports an AuthenticationError "
-           "(see the security report); until then they wait for delivery.timeout.ms",
+    reason="with idempotence the batch is held back (no producer id / sequence wait) before the Sender's "
+           "authentication-failure drain sees it; it then fails at delivery.timeout.ms instead",
     strict=False,
 )
 def test_revoked_credentials_fail_pending_records_quickly(

@@ -178,6 +178,7 @@ class Sender:
                 self.metadata.add_topic(topic, now)
             self.metadata.request_update()
         ready_nodes = set()
+        auth_failed: dict[int, errors.AuthenticationError] = {}
         not_ready_timeout = math.inf
         for node in result.ready_nodes:
             if self.client.ready(node, now):
@@ -186,6 +187,16 @@ class Sender:
             else:
                 not_ready_timeout = min(not_ready_timeout, self.client.connection_delay(node, now))
                 self.accumulator.update_node_latency_stats(node, now, False)
+                auth_error = self.client.authentication_error(node)
+                if auth_error is not None:
+                    auth_failed[node] = auth_error
+        if auth_failed:
+            # A rejected login is not retried per batch: fail what is queued for that broker now
+            # rather than at delivery.timeout.ms.
+            for node, failed in self.accumulator.drain(cluster, set(auth_failed), self.max_request_size,
+                                                       now).items():
+                for b in failed:
+                    self._fail_batch(b, auth_failed[node], adjust_sequences=False)
         batches = self.accumulator.drain(cluster, ready_nodes, self.max_request_size, now)
         sent_any = False
         for node_batches in batches.values():
@@ -270,7 +281,7 @@ class Sender:
         self.metrics.record_latency(resp.latency_ms)
         if resp.error is not None:
             exc = resp.error
-            if isinstance(exc, errors.UnsupportedVersionError):
+            if isinstance(exc, (errors.UnsupportedVersionError, errors.AuthenticationError)):
                 for b in by_tp.values():
                     self._remove_in_flight(b)
                     if not b.is_done():
