@@ -231,7 +231,8 @@ class BuiltInPartitioner:
     ``StickyPartitionInfo``; installing the first one races and is settled under a small lock.
     """
 
-    __slots__ = ("_info", "_init_lock", "_load_stats", "_random", "sticky_batch_size", "topic")
+    __slots__ = ("_info", "_init_lock", "_load_stats", "_random", "double_batch_size", "sticky_batch_size",
+                 "topic")
 
     def __init__(
         self, topic: str, sticky_batch_size: int, random_source: Callable[[], int] | None = None
@@ -242,6 +243,8 @@ class BuiltInPartitioner:
             )
         self.topic = topic
         self.sticky_batch_size = sticky_batch_size
+        self.double_batch_size = 2 * sticky_batch_size
+        """Bytes after which the partition switches even if its batch is not full."""
         self._info: StickyPartitionInfo | None = None
         self._init_lock = threading.Lock()
         self._load_stats: tuple[list[int], list[int], int] | None = None  # (CFT, partition ids, length)

@@ -46,6 +46,8 @@ log = logging.getLogger("sparkafka.producer")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _time_ns = time.time_ns
 _live_producers: weakref.WeakSet[KafkaProducer] = weakref.WeakSet()
+_FORCED_CLOSE_GRACE_S = 2.0
+"""How long close() waits for the I/O thread after forcing it to stop (it fails what is left, then exits)."""
 
 
 def _after_fork_in_child() -> None:
@@ -185,8 +187,9 @@ class KafkaProducer:
             value = _as_bytes(value, topic, "value")
         if headers is not None:
             headers = _check_headers(headers)
-        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        if size + 256 >= self._record_limit or headers:
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        if key_size + value_size + 258 >= self._record_limit or headers:  # 258: 256 + the two -1s
             self._check_record_size(topic, key, value, headers)
         cluster: ClusterView = self._metadata.fetch()
         n = cluster.partition_count(topic)
@@ -213,7 +216,15 @@ class KafkaProducer:
             raise errors.InvalidRecordInputError(
                 f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
         tm = self._tm
-        if tm is not None and (tm.transactional_id is not None or tm.last_error is not None):
+        if tm is None or (tm.transactional_id is None and tm.last_error is None):
+            if headers is None:
+                # Fast path: the record leaves its partition's open batch still open, so no wake-up is
+                # needed and the monotonic clock is not read.
+                fast = self._accumulator.append_open(topic, partition, timestamp, key, value, callback, cluster,
+                                                     key_size, value_size)
+                if fast is not None:
+                    return fast
+        else:
             tm.check_send_allowed()
         result = self._accumulator.append(topic, partition, timestamp, key, value, headers, callback,
                                           self._max_block_ms, self._clock.monotonic_ms(), cluster)
@@ -305,15 +316,20 @@ class KafkaProducer:
             else:
                 self._sender.initiate_close()
         if in_callback:
+            self._metadata.close()  # wakes threads waiting for metadata; the I/O thread stops by itself
             self._closed = True
             return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self._io_thread.join(timeout)
+        if timeout != 0:
+            self._io_thread.join(timeout)
+            if self._io_thread.is_alive():
+                log.warning("close() timed out after %ss; failing the records still pending", timeout)
+                self._sender.force()
+        # A forced close only fails what is left and stops, so it is quick; wait for it (as Java does) so
+        # that every future is complete when close() returns. Bounded, in case a user callback blocks.
+        self._io_thread.join(_FORCED_CLOSE_GRACE_S)
         if self._io_thread.is_alive():
-            log.warning("close() timed out; failing records still pending")
-            self._sender.force()
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self._io_thread.join(min(remaining, 0.5) if remaining is not None else None)
+            log.error("the producer I/O thread did not stop within %ss of a forced close (is a send "
+                      "callback blocking?)", _FORCED_CLOSE_GRACE_S)
         self._metadata.close()
         self._closed = True
 

@@ -2,12 +2,19 @@
 
 How it works: the batch wraps a ``RecordBatchBuilder`` (which keeps the appended records and encodes
 them once, at ``close``) and a ``ProduceRequestResult`` shared by the futures of its records.
-``try_append`` returns a ``FutureRecordMetadata`` (or None when the batch has no room) and remembers
-``(callback, future)`` only for records that have a callback. The Sender drives the rest of the life
+``try_append`` returns a ``FutureRecordMetadata`` (or None when the batch has no room); records that
+have a callback are remembered in one flat list, five slots each: ``callback, future, 0, 0, 0``
+(``try_append``) or ``callback, index, timestamp_delta, key_size, value_size`` (``try_append_open``,
+the producer's fast path: no headers, refuses the record that would fill the batch, does not touch
+``last_append_ms``). The fast path thus keeps no object per record alive besides plain ints (the
+record itself is already encoded by the builder, and the future is freed as soon as the caller drops
+it), so the cyclic garbage collector has nothing per in-flight record to track; a callback's
+metadata is built from those ints at completion. The Sender drives the rest of the life
 cycle: ``close`` when drained (idempotent), ``set_producer_state`` for idempotence (before close it is
 passed to the builder, after close the header is patched and the CRC redone), ``reenqueued`` for
 retries, and ``done``/``abort`` exactly once — the first completion wins, the result is published,
-then callbacks run in append order (each guarded, so one raising callback does not stop the others),
+then callbacks run in append order (each guarded, so one raising callback does not stop the others;
+a successful batch builds each ``RecordMetadata`` straight from the batch result),
 then waiters are released. A batch the broker rejects as too large is ``split`` into new batches
 built outside the buffer pool from the same records; the old result redirects every record to its
 new batch, so user futures and callbacks complete from there.
@@ -29,6 +36,7 @@ from sparkafka.producer.future import (
     FutureRecordMetadata,
     ProduceRequestResult,
     RecordCallback,
+    RecordMetadata,
 )
 from sparkafka.record.builder import (
     NO_PRODUCER_EPOCH,
@@ -61,6 +69,7 @@ class ProducerBatch:
     """Records bound for one partition, sent together in one Produce request."""
 
     __slots__ = (
+        "_callbacks",
         "_wire",
         "appended_bytes",
         "attempts",
@@ -68,7 +77,6 @@ class ProducerBatch:
         "base_sequence",
         "buffer",
         "builder",
-        "callbacks",
         "created_ms",
         "current_leader_epoch",
         "drained_ms",
@@ -106,7 +114,9 @@ class ProducerBatch:
         self.pooled = pooled and buffer is not None
         self.initial_capacity = len(buffer) if buffer is not None else 0
         self.result = ProduceRequestResult(tp[0], tp[1])
-        self.callbacks: list[tuple[RecordCallback, FutureRecordMetadata]] | None = None
+        self._callbacks: list[object] = []
+        """Five slots per record with a callback, in append order: ``callback, future, 0, 0, 0`` or
+        ``callback, index, timestamp - base_timestamp, key_size, value_size``."""
         self.record_count = 0
         self.appended_bytes = 0
         """Growth of the size estimate caused by the last successful ``try_append``."""
@@ -151,14 +161,52 @@ class ProducerBatch:
             -1 if key is None else len(key), -1 if value is None else len(value),
         )
         if callback is not None:
-            callbacks = self.callbacks
-            if callbacks is None:
-                self.callbacks = [(callback, future)]
-            else:
-                callbacks.append((callback, future))
+            self._callbacks += (callback, future, 0, 0, 0)
         self.record_count = index + 1
         self.last_append_ms = now
         return future
+
+    def try_append_open(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        callback: RecordCallback | None,
+        key_size: int,
+        value_size: int,
+    ) -> int:
+        """The fast path (``RecordBatchBuilder.try_append_open``): append a record without headers
+        that leaves the batch open (not full) and return its index, or -1 if it does not fit that way.
+        Makes no future (the caller makes it, outside its lock: ``FutureRecordMetadata(batch.result,
+        index, timestamp, key_size, value_size)``). ``appended_bytes`` is set.
+        ``RecordAccumulator.append_open`` inlines this method: keep the two in step."""
+        grown = self.builder.try_append_open(timestamp, key, value)
+        if grown < 0:
+            return -1
+        self.appended_bytes = grown
+        index = self.record_count
+        self.record_count = index + 1
+        if callback is not None:
+            self._callbacks += (callback, index, timestamp - self.builder.base_timestamp, key_size, value_size)
+        return index
+
+    @property
+    def callbacks(self) -> list[tuple[RecordCallback, FutureRecordMetadata]] | None:
+        """``(callback, future)`` of the records that have a callback, in append order (None if none).
+        For records appended by ``try_append_open`` the future is a new, equivalent one."""
+        flat = self._callbacks
+        if not flat:
+            return None
+        return [(flat[i], self._future_at(i)) for i in range(0, len(flat), 5)]  # type: ignore[misc]
+
+    def _future_at(self, i: int) -> FutureRecordMetadata:
+        """The future of the callback entry at flat position ``i``."""
+        ref = self._callbacks[i + 1]
+        if isinstance(ref, FutureRecordMetadata):
+            return ref
+        ts_delta, key_size, value_size = self._callbacks[i + 2:i + 5]
+        return FutureRecordMetadata(self.result, ref, self.builder.base_timestamp + ts_delta,  # type: ignore[arg-type, operator]
+                                    key_size, value_size)  # type: ignore[arg-type]
 
     def is_full(self) -> bool:
         return self.builder.is_full()
@@ -313,22 +361,68 @@ class ProducerBatch:
             error = next(iter(record_errors.values()))
         result = self.result
         result.set(base_offset, log_append_time, error, record_errors)
-        callbacks = self.callbacks
+        callbacks = self._callbacks
         if callbacks:
-            self._run_callbacks(callbacks)
+            if error is None and not self.is_split_batch:
+                self._run_success_callbacks(callbacks)
+            else:
+                self._run_callbacks(callbacks)
         result.finish()
         return True
 
-    def _run_callbacks(self, callbacks: list[tuple[RecordCallback, FutureRecordMetadata]]) -> None:
-        for callback, future in callbacks:
+    def _run_success_callbacks(self, callbacks: list[object]) -> None:
+        """Every record succeeded and every entry points into this batch: build the metadata directly."""
+        topic, partition = self.tp
+        result = self.result
+        base = result.base_offset
+        log_append_time = result.log_append_time
+        base_timestamp = self.builder.base_timestamp
+        new = tuple.__new__
+        it = iter(callbacks)
+        if base != -1 and log_append_time == -1:  # the usual case, with less work per record
+            for callback, ref, ts_delta, key_size, value_size in zip(it, it, it, it, it):
+                try:
+                    if type(ref) is int:
+                        metadata = new(RecordMetadata, (topic, partition, base + ref,
+                                                        base_timestamp + ts_delta,  # type: ignore[operator]
+                                                        key_size, value_size))
+                    else:
+                        metadata = ref._metadata(result, ref.relative_offset)  # type: ignore[attr-defined]
+                    callback(metadata, None)  # type: ignore[operator]
+                except Exception:
+                    log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
+                                  topic, partition)
+            return
+        for callback, ref, ts_delta, key_size, value_size in zip(it, it, it, it, it):
+            try:
+                if type(ref) is int:
+                    metadata = new(RecordMetadata, (
+                        topic, partition, -1 if base == -1 else base + ref,
+                        base_timestamp + ts_delta if log_append_time == -1 else log_append_time,  # type: ignore[operator]
+                        key_size, value_size))
+                else:
+                    f: FutureRecordMetadata = ref  # type: ignore[assignment]
+                    metadata = new(RecordMetadata, (
+                        topic, partition, -1 if base == -1 else base + f.relative_offset,
+                        f.create_timestamp if log_append_time == -1 else log_append_time,
+                        f.serialized_key_size, f.serialized_value_size))
+                callback(metadata, None)  # type: ignore[operator]
+            except Exception:
+                log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
+                              topic, partition)
+
+    def _run_callbacks(self, callbacks: list[object]) -> None:
+        for i in range(0, len(callbacks), 5):
+            callback = callbacks[i]
             try:
                 # A future may come from a batch this one was split from: resolve its index here.
+                future = self._future_at(i)
                 result, index = future._resolve()
                 error = result.error_for(index)
                 if error is None:
-                    callback(future._metadata(result, index), None)
+                    callback(future._metadata(result, index), None)  # type: ignore[operator]
                 else:
-                    callback(None, error)
+                    callback(None, error)  # type: ignore[operator]
             except Exception:
                 log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
                               self.tp[0], self.tp[1])
@@ -367,16 +461,12 @@ class ProducerBatch:
         batch.builder.close_for_appends()
 
         # Move the callbacks (in append order) to the batch now holding their record.
-        callbacks = self.callbacks
-        if callbacks:
-            for callback, future in callbacks:
-                _, index = future._resolve()
-                target = batches[bisect.bisect_right(starts, index) - 1]
-                if target.callbacks is None:
-                    target.callbacks = [(callback, future)]
-                else:
-                    target.callbacks.append((callback, future))
-        self.callbacks = None
+        flat = self._callbacks
+        for i in range(0, len(flat), 5):
+            future = self._future_at(i)  # futures of fast-path records are made here, pointing at this batch
+            _, index = future._resolve()
+            batches[bisect.bisect_right(starts, index) - 1]._callbacks += (flat[i], future, 0, 0, 0)
+        self._callbacks = []
 
         if self.has_sequence():
             sequence = self.base_sequence

@@ -2,7 +2,8 @@
 
 How it works: ``zigzag_varint(n)`` encodes any int (varint and varlong share the encoding for
 values in range); ``VARINT`` is a tuple of the ready-made encodings of 0..SMALL-1 so the batch
-encoder turns lengths and offset deltas into bytes with one tuple lookup. ``varint_size`` gives
+encoder turns lengths and offset deltas into bytes with one tuple lookup (``VARINT_ATTR0`` also
+appends a record's attributes byte). ``varint_size`` gives
 the encoded length without encoding. ``read_varint`` decodes, rejecting over-long encodings.
 """
 
@@ -27,6 +28,10 @@ def zigzag_varint(n: int) -> bytes:
 
 VARINT: tuple[bytes, ...] = tuple(zigzag_varint(i) for i in range(SMALL))
 """``VARINT[n]`` is ``zigzag_varint(n)`` for ``0 <= n < SMALL``."""
+
+VARINT_ATTR0: tuple[bytes, ...] = tuple(v + b"\x00" for v in VARINT[:4096])
+"""``VARINT_ATTR0[n]`` is ``zigzag_varint(n) + b"\\x00"``: a record's length followed by its attributes
+byte (always 0), for record bodies below 4096 bytes (one piece instead of two in the batch encoder)."""
 
 NULL_LENGTH = b"\x01"
 """The encoding of -1, the length of a null key/value/header value."""

@@ -1,0 +1,313 @@
+"""Producer benchmark: sparkafka vs confluent-kafka, aiokafka and kafka-python, in one run.
+
+Usage: ``python benchmarks/run.py`` (about 7 minutes on 2 cores). Options: ``--quick`` (a tenth of
+the records, for a smoke test), ``--scale X`` (multiply every record count), ``--repeat N`` (runs per
+client and workload, default 2, the best is reported: other load on the machine only ever slows a
+run down), ``--clients``, ``--workloads``, ``--bootstrap-servers`` (an external broker instead of
+the embedded Tansu), ``--out DIR`` (default ``docs/bench``).
+
+How it works: one broker serves the whole run (an embedded Tansu unless ``--bootstrap-servers`` is
+given). Before each (workload, client) run the embedded broker is restarted, so every run starts
+with an empty in-memory log, and a fresh 6-partition topic is created. Each run is a separate
+``benchmarks/worker.py`` process (its docstring describes the send loop, identical for all clients)
+that prints one JSON result: acknowledged records/s and MB/s (first send to last acknowledgement),
+the rate of the send loop alone, CPU seconds per million records and peak RSS of that process,
+latency percentiles. Record counts are fixed per (workload, client) so each run lasts a few seconds;
+rates do not depend on the count once batches are flowing.
+
+Workloads: ``keyed-100`` (8-byte keys, 100-byte values), ``keyed-100-lz4``, ``keyed-1k`` (1 KB
+values), ``keyless-100`` (sticky partitioning), ``threads-2/4/8`` (keyed-100 from N threads sharing
+one producer; sparkafka and confluent-kafka), ``arrow`` (10,000-row Arrow batches:
+``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka). Settings for every
+client: acks=all, idempotence on, linger.ms=5, batch size 16384, compression none (lz4 where named).
+
+Output: a table per workload with each client's numbers and the ratio of sparkafka to each peer,
+saved with the raw results under ``--out`` (``results.json``, ``results.md``) and a PNG chart
+(``throughput.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+PARTITIONS = 6
+ALL_CLIENTS = ("sparkafka", "confluent", "aiokafka", "kafka-python")
+SLOW = ("aiokafka", "kafka-python")
+RUN_TIMEOUT_S = 240
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    value_size: int = 100
+    key_size: int = 8
+    compression: str = "none"
+    threads: int = 1
+    arrow: bool = False
+    clients: tuple[str, ...] = ALL_CLIENTS
+    records_fast: int = 2_000_000
+    """Records for sparkafka and confluent-kafka."""
+    records_slow: int = 200_000
+    """Records for aiokafka and kafka-python (several times slower)."""
+
+    def records(self, client: str, scale: float) -> int:
+        base = self.records_slow if client in SLOW else self.records_fast
+        return max(1000, int(base * scale))
+
+
+WORKLOADS: tuple[Workload, ...] = (
+    Workload("keyed-100", "8-byte keys, 100-byte values"),
+    Workload("keyed-100-lz4", "8-byte keys, 100-byte values, lz4", compression="lz4"),
+    Workload("keyed-1k", "8-byte keys, 1 KB values", value_size=1024, records_fast=600_000,
+             records_slow=100_000),
+    Workload("keyless-100", "no key (sticky partitioner), 100-byte values", key_size=0),
+    Workload("threads-2", "keyed-100 from 2 threads", threads=2, clients=("sparkafka", "confluent")),
+    Workload("threads-4", "keyed-100 from 4 threads", threads=4, clients=("sparkafka", "confluent")),
+    Workload("threads-8", "keyed-100 from 8 threads", threads=8, clients=("sparkafka", "confluent")),
+    Workload("arrow", "keyed-100 from 10,000-row Arrow batches", arrow=True,
+             clients=("sparkafka", "confluent")),
+)
+
+
+# ------------------------------------------------------------------------------------------- broker
+class Broker:
+    """The embedded Tansu broker (restarted before each run) or an external one."""
+
+    def __init__(self, servers: str | None) -> None:
+        self.external = servers
+        self.embedded: Any = None
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Broker]:
+        if self.external:
+            yield self
+            return
+        from sparkafka.broker import EmbeddedBroker
+
+        with EmbeddedBroker() as broker:
+            self.embedded = broker
+            yield self
+
+    @property
+    def servers(self) -> str:
+        if self.external:
+            return self.external
+        return str(self.embedded.bootstrap_servers)
+
+    def fresh_topic(self, name: str) -> str:
+        """Restart the embedded broker (empty log) and create a new topic."""
+        if self.embedded is not None:
+            self.embedded.restart()
+        topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+        from sparkafka.net.admin import AdminClient
+
+        with AdminClient(self.servers) as admin:
+            admin.create_topics([(topic, PARTITIONS, 1)], exist_ok=True)
+        return topic
+
+
+# ------------------------------------------------------------------------------------------- running
+def run_one(broker: Broker, workload: Workload, client: str, scale: float) -> dict[str, Any]:
+    topic = broker.fresh_topic(workload.name)
+    cmd = [sys.executable, os.path.join(HERE, "worker.py"), "--client", client,
+           "--bootstrap-servers", broker.servers, "--topic", topic,
+           "--records", str(workload.records(client, scale)), "--value-size", str(workload.value_size),
+           "--key-size", str(workload.key_size), "--compression", workload.compression,
+           "--threads", str(workload.threads)]
+    if workload.arrow:
+        cmd.append("--arrow")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return {"client": client, "error": f"timed out after {RUN_TIMEOUT_S} s"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {"client": client, "error": f"exit {proc.returncode}: " + " | ".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    if result.get("errors"):
+        result["error"] = f"{result['errors']} records failed: {result.get('first_error')}"
+    return result
+
+
+# ------------------------------------------------------------------------------------------- reporting
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def table(workload: Workload, results: list[dict[str, Any]]) -> str:
+    """A Markdown table: one row per client, ratios of sparkafka to each peer."""
+    ours = next((r for r in results if r["client"] == "sparkafka" and "error" not in r), None)
+    head = (f"### {workload.name}: {workload.description}\n\n"
+            "| client | records/s | MB/s | send() loop rec/s | CPU s / M records | peak RSS MB "
+            "| p50 ms | p99 ms | sparkafka / client (records/s) | (send loop) | (CPU per record, lower = better) |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = [head]
+    for r in results:
+        if "error" in r:
+            rows.append(f"| {r['client']} | failed: {r['error'][:120]} |||||||||")
+            continue
+        pct = r.get("percentiles_ms") or {}
+        if ours is not None and r is not ours:
+            ratio = _fmt(ours["records_per_second"] / r["records_per_second"], 2) + "x"
+            send_ratio = _fmt(ours["send_records_per_second"] / r["send_records_per_second"], 2) + "x"
+            cpu_ratio = _fmt(ours["cpu_seconds_per_million"] / r["cpu_seconds_per_million"], 2) + "x"
+        else:
+            ratio = send_ratio = cpu_ratio = ""
+        rows.append(
+            f"| {r['client']} | {_fmt(r['records_per_second'], 0)} | {_fmt(r['mb_per_second'], 2)} "
+            f"| {_fmt(r['send_records_per_second'], 0)} | {_fmt(r['cpu_seconds_per_million'], 2)} "
+            f"| {_fmt(r['peak_rss_mb'], 0)} | {_fmt(pct.get('p50'))} | {_fmt(pct.get('p99'))} "
+            f"| {ratio} | {send_ratio} | {cpu_ratio} |")
+    return "\n".join(rows)
+
+
+def scaling_line(all_results: dict[str, list[dict[str, Any]]], client: str) -> str | None:
+    """Records/s from N threads as a multiple of the one-thread run (keyed-100)."""
+    def rate(name: str) -> float | None:
+        for r in all_results.get(name, []):
+            if r["client"] == client and "error" not in r:
+                return float(r["records_per_second"])
+        return None
+
+    one = rate("keyed-100")
+    if not one:
+        return None
+    parts = [f"{n} threads {rate(f'threads-{n}') / one:.2f}x" for n in (2, 4, 8) if rate(f"threads-{n}")]
+    return f"{client}: " + ", ".join(parts) + " of its 1-thread records/s" if parts else None
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    versions = []
+    for mod, label in (("confluent_kafka", "confluent-kafka"), ("aiokafka", "aiokafka"), ("kafka", "kafka-python")):
+        with contextlib.suppress(Exception):
+            versions.append(f"{label} {__import__(mod).__version__}")
+    return (f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
+            + ", ".join(versions))
+
+
+def chart(all_results: dict[str, list[dict[str, Any]]], path: str) -> bool:
+    """Grouped bars of records/s per workload and client (False if matplotlib is missing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = [w for w in all_results if all_results[w]]
+    clients = [c for c in ALL_CLIENTS if any(r["client"] == c for rs in all_results.values() for r in rs)]
+    colors = {"sparkafka": "#d62728", "confluent": "#1f77b4", "aiokafka": "#2ca02c", "kafka-python": "#9467bd"}
+    fig, ax = plt.subplots(figsize=(12, 5.5))
+    width = 0.8 / max(1, len(clients))
+    for ci, client in enumerate(clients):
+        xs, ys = [], []
+        for wi, name in enumerate(names):
+            for r in all_results[name]:
+                if r["client"] == client and "error" not in r:
+                    xs.append(wi + (ci - (len(clients) - 1) / 2) * width)
+                    ys.append(r["records_per_second"] / 1000.0)
+        bars = ax.bar(xs, ys, width, label=client, color=colors.get(client))
+        ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+    ax.set_xticks(range(len(names)), names, rotation=15)
+    ax.set_ylabel("thousand records/s (acknowledged)")
+    ax.set_title("Producer throughput: acks=all, idempotence (not aiokafka: Tansu refuses it), linger 5 ms, "
+                 "batch 16 KB; one local Tansu broker", fontsize=10)
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# ------------------------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--bootstrap-servers", default=None, help="default: an embedded Tansu broker")
+    parser.add_argument("--clients", nargs="+", default=list(ALL_CLIENTS), choices=ALL_CLIENTS)
+    parser.add_argument("--workloads", nargs="+", default=[w.name for w in WORKLOADS],
+                        choices=[w.name for w in WORKLOADS])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every record count")
+    parser.add_argument("--quick", action="store_true", help="a tenth of the records (smoke test)")
+    parser.add_argument("--repeat", type=int, default=2,
+                        help="runs per (workload, client), interleaved; the best is reported (default 2)")
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "bench"), help="output directory")
+    args = parser.parse_args(argv)
+    scale = args.scale * (0.1 if args.quick else 1.0)
+    os.makedirs(args.out, exist_ok=True)
+
+    started = time.monotonic()
+    all_results: dict[str, list[dict[str, Any]]] = {}
+    broker = Broker(args.bootstrap_servers)
+    with broker.running():
+        for workload in WORKLOADS:
+            if workload.name not in args.workloads:
+                continue
+            clients = [c for c in workload.clients if c in args.clients]
+            best: dict[str, dict[str, Any]] = {}
+            for attempt in range(args.repeat):  # rounds interleave the clients; the best run is kept
+                for client in clients:
+                    result = run_one(broker, workload, client, scale)
+                    result["attempt"] = attempt + 1
+                    if "error" in result:
+                        print(f"{workload.name:14s} {client:13s} FAILED {result['error']}", file=sys.stderr)
+                    else:
+                        print(f"{workload.name:14s} {client:13s} {result['records_per_second']:>10,.0f} rec/s "
+                              f"{result['cpu_seconds_per_million']:6.2f} CPU s/M  "
+                              f"{result['peak_rss_mb']:5.0f} MB", file=sys.stderr, flush=True)
+                    kept = best.get(client)
+                    if kept is None or "error" in kept or (
+                            "error" not in result and result["records_per_second"] > kept["records_per_second"]):
+                        best[client] = result
+            all_results[workload.name] = [best[c] for c in clients]
+    elapsed = time.monotonic() - started
+
+    header = (f"Machine: {machine()}. Broker: "
+              f"{'external ' + args.bootstrap_servers if args.bootstrap_servers else 'embedded Tansu (in-memory)'}. "
+              f"Best of {args.repeat} runs per row. Run took {elapsed:.0f} s.")
+    blocks = [header]
+    for workload in WORKLOADS:
+        if all_results.get(workload.name):
+            blocks.append(table(workload, all_results[workload.name]))
+    for client in ("sparkafka", "confluent"):
+        line = scaling_line(all_results, client)
+        if line:
+            blocks.append("Thread scaling: " + line)
+    text = "\n\n".join(blocks)
+    print(text)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"machine": machine(), "seconds": elapsed, "results": all_results}, f, indent=1)
+    png = os.path.join(args.out, "throughput.png")
+    if chart(all_results, png):
+        print(f"\nchart: {os.path.relpath(png, ROOT)}")
+    failed = sum(1 for rs in all_results.values() for r in rs if "error" in r)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

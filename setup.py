@@ -1,0 +1,18 @@
+"""Build hook for the optional C accelerator (``sparkafka._accel``); everything else is in pyproject.toml.
+
+The extension is ``optional``: without a working C compiler the install still succeeds and sparkafka
+runs its pure-Python code (set ``SPARKAFKA_NO_ACCEL=1`` to force that path when it is built).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "sparkafka._accel",
+            sources=["src/sparkafka/_accel.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        )
+    ]
+)

@@ -1,0 +1,330 @@
+/* sparkafka._accel: optional C versions of the two hottest pure-Python loops.
+ *
+ * How it works: the module is built by setup.py as an optional setuptools Extension; when it is
+ * missing (no compiler) or SPARKAFKA_NO_ACCEL=1 is set, sparkafka uses its pure-Python code, which
+ * gives the same results (the tests run both). It provides:
+ *
+ *   murmur2(data) -> int              Kafka's murmur2 of a bytes-like object (signed 32-bit, as Java)
+ *   partition_for_key(key, n) -> int  (murmur2(key) & 0x7fffffff) % n, n >= 1
+ *   write_record(buf, pos, size, ts_delta, offset_delta, key, value) -> end
+ *       one v2 record without headers written into the bytearray ``buf`` at ``pos`` (grown when
+ *       needed): varint(size), attributes 0, varint(ts_delta), varint(offset_delta), key, value,
+ *       0 headers. ``size`` (the body size the caller accounted) is checked against what is written.
+ *   append_open(buf, pooled, pos, n, ts_delta, key, value, uncompressed, factor, write_limit) -> total
+ *       the size check and write of RecordBatchBuilder.try_append_open in one call (see below).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static uint32_t murmur2_u32(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995u;
+    const int r = 24;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t words = length / 4;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        const unsigned char *p = data + 4 * i;
+        uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * words;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* Hash any bytes-like object; returns 0 and sets *out, or -1 with an exception set. */
+static int hash_object(PyObject *obj, uint32_t *out) {
+    if (PyBytes_CheckExact(obj)) {
+        *out = murmur2_u32((const unsigned char *)PyBytes_AS_STRING(obj), PyBytes_GET_SIZE(obj));
+        return 0;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return -1;
+    *out = murmur2_u32((const unsigned char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return 0;
+}
+
+static PyObject *accel_murmur2(PyObject *self, PyObject *data) {
+    uint32_t h;
+    if (hash_object(data, &h) < 0)
+        return NULL;
+    return PyLong_FromLong((long)(int32_t)h);
+}
+
+static PyObject *accel_partition_for_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "partition_for_key(key, num_partitions) takes 2 arguments");
+        return NULL;
+    }
+    long n = PyLong_AsLong(args[1]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 1) {
+        PyErr_Format(PyExc_ValueError, "num_partitions must be >= 1, got %ld", n);
+        return NULL;
+    }
+    uint32_t h;
+    if (hash_object(args[0], &h) < 0)
+        return NULL;
+    return PyLong_FromLong((long)((h & 0x7fffffffu) % (uint32_t)n));
+}
+
+/* ---- record encoding ------------------------------------------------------------------------- */
+
+static inline Py_ssize_t varint_len(int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (u >= 0x80) {
+        u >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *put_varint(char *p, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (u >= 0x80) {
+        *p++ = (char)((u & 0x7f) | 0x80);
+        u >>= 7;
+    }
+    *p++ = (char)u;
+    return p;
+}
+
+/* A key or value: bytes (fast), None (-1 length) or another buffer. */
+typedef struct {
+    const char *buf;
+    Py_ssize_t len; /* -1 for None */
+    Py_buffer view;
+    int has_view;
+} field_t;
+
+static int get_field(PyObject *obj, field_t *f) {
+    f->has_view = 0;
+    if (obj == Py_None) {
+        f->buf = NULL;
+        f->len = -1;
+        return 0;
+    }
+    if (PyBytes_CheckExact(obj)) {
+        f->buf = PyBytes_AS_STRING(obj);
+        f->len = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    f->has_view = 1;
+    f->buf = (const char *)f->view.buf;
+    f->len = f->view.len;
+    return 0;
+}
+
+static void release_field(field_t *f) {
+    if (f->has_view) {
+        PyBuffer_Release(&f->view);
+        f->has_view = 0;
+    }
+}
+
+/* write_record(buf, pos, size, ts_delta, offset_delta, key, value) -> end
+ * Writes one record without headers into the bytearray ``buf`` at ``pos`` (which must be <= len(buf));
+ * ``buf`` is grown when the record ends past it. ``size`` is the record's body size as accounted by
+ * the caller; it must match what is written. */
+static PyObject *accel_write_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "write_record(buf, pos, size, ts_delta, offset_delta, key, value) takes 7 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_Check(buf)) {
+        PyErr_SetString(PyExc_TypeError, "write_record: buf must be a bytearray");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    long long size = PyLong_AsLongLong(args[2]);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    long long ts_delta = PyLong_AsLongLong(args[3]);
+    if (ts_delta == -1 && PyErr_Occurred())
+        return NULL;
+    long long offset_delta = PyLong_AsLongLong(args[4]);
+    if (offset_delta == -1 && PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || pos > PyByteArray_GET_SIZE(buf) || size < 0 || size > PY_SSIZE_T_MAX / 4) {
+        PyErr_SetString(PyExc_ValueError, "write_record: bad position or size");
+        return NULL;
+    }
+    field_t key, value;
+    if (get_field(args[5], &key) < 0)
+        return NULL;
+    if (get_field(args[6], &value) < 0) {
+        release_field(&key);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t body = 1 + varint_len(ts_delta) + varint_len(offset_delta) + varint_len(key.len)
+                      + (key.len > 0 ? key.len : 0) + varint_len(value.len) + (value.len > 0 ? value.len : 0) + 1;
+    if (body != size) {
+        PyErr_Format(PyExc_ValueError, "write_record: the record encodes to %zd bytes, but %lld were accounted",
+                     body, size);
+        goto done;
+    }
+    Py_ssize_t end = pos + varint_len(size) + body;
+    if (end > PyByteArray_GET_SIZE(buf) && PyByteArray_Resize(buf, end) < 0)
+        goto done;
+    char *p = PyByteArray_AS_STRING(buf) + pos;
+    p = put_varint(p, size);
+    *p++ = 0; /* attributes */
+    p = put_varint(p, ts_delta);
+    p = put_varint(p, offset_delta);
+    p = put_varint(p, key.len);
+    if (key.len > 0) {
+        memcpy(p, key.buf, (size_t)key.len);
+        p += key.len;
+    }
+    p = put_varint(p, value.len);
+    if (value.len > 0) {
+        memcpy(p, value.buf, (size_t)value.len);
+        p += value.len;
+    }
+    *p++ = 0; /* no headers */
+    result = PyLong_FromSsize_t(end);
+done:
+    release_field(&key);
+    release_field(&value);
+    return result;
+}
+
+/* append_open(buf, pooled, pos, n, ts_delta, key, value, uncompressed, factor, write_limit) -> total
+ * RecordBatchBuilder.try_append_open's size check and write in one call: the record (no headers,
+ * offset delta n >= 1) is written at ``pos`` only if the batch stays below ``write_limit`` afterwards
+ * (estimate 61 + uncompressed, scaled by ``factor`` when it is not 0). Returns the record's encoded
+ * size, -1 if it would fill the batch (nothing written), or -2 if it would run past the end of a
+ * pooled buffer (which is never grown; nothing written). */
+static PyObject *accel_append_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "append_open takes 10 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_Check(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_open: buf must be a bytearray");
+        return NULL;
+    }
+    int pooled = PyObject_IsTrue(args[1]);
+    if (pooled < 0)
+        return NULL;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    long long n = PyLong_AsLongLong(args[3]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    long long ts_delta = PyLong_AsLongLong(args[4]);
+    if (ts_delta == -1 && PyErr_Occurred())
+        return NULL;
+    long long uncompressed = PyLong_AsLongLong(args[7]);
+    if (uncompressed == -1 && PyErr_Occurred())
+        return NULL;
+    double factor = PyFloat_AsDouble(args[8]);
+    if (factor == -1.0 && PyErr_Occurred())
+        return NULL;
+    long long limit = PyLong_AsLongLong(args[9]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || pos > PyByteArray_GET_SIZE(buf) || n < 1) {
+        PyErr_SetString(PyExc_ValueError, "append_open: bad position or record count");
+        return NULL;
+    }
+    field_t key, value;
+    if (get_field(args[5], &key) < 0)
+        return NULL;
+    if (get_field(args[6], &value) < 0) {
+        release_field(&key);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t body = 1 + varint_len(ts_delta) + varint_len(n) + varint_len(key.len) + (key.len > 0 ? key.len : 0)
+                      + varint_len(value.len) + (value.len > 0 ? value.len : 0) + 1;
+    Py_ssize_t total = varint_len(body) + body;
+    long long after = uncompressed + total;
+    /* Python computes 61 + int(after * factor): a double product truncated toward zero */
+    long long estimate = 61 + (factor != 0.0 ? (long long)((double)after * factor) : after);
+    /* ... and when compressing at most MAX_UNCOMPRESSED_RATIO (2, builder.py) x the limit of uncompressed bytes */
+    if (estimate >= limit || (factor != 0.0 && after > 2 * limit)) {
+        result = PyLong_FromLong(-1);
+        goto done;
+    }
+    Py_ssize_t end = pos + total;
+    if (end > PyByteArray_GET_SIZE(buf)) {
+        if (pooled) {
+            result = PyLong_FromLong(-2);
+            goto done;
+        }
+        if (PyByteArray_Resize(buf, end) < 0)
+            goto done;
+    }
+    char *p = PyByteArray_AS_STRING(buf) + pos;
+    p = put_varint(p, body);
+    *p++ = 0;
+    p = put_varint(p, ts_delta);
+    p = put_varint(p, n);
+    p = put_varint(p, key.len);
+    if (key.len > 0) {
+        memcpy(p, key.buf, (size_t)key.len);
+        p += key.len;
+    }
+    p = put_varint(p, value.len);
+    if (value.len > 0) {
+        memcpy(p, value.buf, (size_t)value.len);
+        p += value.len;
+    }
+    *p++ = 0;
+    result = PyLong_FromSsize_t(total);
+done:
+    release_field(&key);
+    release_field(&value);
+    return result;
+}
+
+static PyMethodDef accel_methods[] = {
+    {"murmur2", (PyCFunction)accel_murmur2, METH_O, "Kafka's murmur2 hash (signed 32-bit)."},
+    {"partition_for_key", (PyCFunction)(void (*)(void))accel_partition_for_key, METH_FASTCALL,
+     "(murmur2(key) & 0x7fffffff) % num_partitions"},
+    {"write_record", (PyCFunction)(void (*)(void))accel_write_record, METH_FASTCALL,
+     "Write one record without headers into a bytearray at a position; returns the end."},
+    {"append_open", (PyCFunction)(void (*)(void))accel_append_open, METH_FASTCALL,
+     "Size check and write of RecordBatchBuilder.try_append_open in one call."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef accel_module = {
+    PyModuleDef_HEAD_INIT, "sparkafka._accel", "Optional C accelerator for sparkafka.", -1, accel_methods,
+};
+
+PyMODINIT_FUNC PyInit__accel(void) {
+    return PyModule_Create(&accel_module);
+}

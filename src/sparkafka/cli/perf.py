@@ -1,0 +1,533 @@
+"""``sparkafka perf``: a producer load test, like Kafka's ``kafka-producer-perf-test``.
+
+How it works: ``--threads`` threads share one ``KafkaProducer`` and each sends its share of
+``--num-records`` records (a fixed payload of ``--record-size`` random letters, or payloads from
+``--payload-file``; keys of ``--key-size`` bytes from a pool of 65,536 distinct keys, or none).
+``--throughput`` caps the rate (records/s over all threads, -1 = no cap). Without
+``--bootstrap-servers`` an embedded Tansu broker runs for the test and the topic is created.
+
+Measuring stays cheap: every record gets the same counting callback (no allocation per record);
+every ``--latency-sample-every``-th record instead gets a sampling callback (one small slotted
+object) bound to a slot in a preallocated ``array('d')`` where its send time (``perf_counter``) was
+stored; the callback turns
+the slot into the latency (send to acknowledgement) in ms. A reporter thread prints one progress
+line per ``--reporting-interval`` (acknowledged records/s, MB/s, average and maximum latency of the
+interval) and the run ends with totals: records/s, MB/s (payload bytes, as Kafka's tool counts),
+latency average, maximum and p50/p95/p99/p99.9, the rate of the send() loop alone, the CPU time of
+the process (``getrusage``) per million records and its peak RSS. ``--json`` prints every line as
+a JSON object instead (``"type": "progress"`` / ``"final"``). ``run_perf`` does the same for
+programs (the benchmarks use it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import random
+import resource
+import sys
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+from sparkafka.errors import ConfigError, KafkaError
+
+DEFAULT_PARTITIONS = 6
+KEY_POOL = 1 << 16
+"""Distinct keys cycled through (a power of two: the key of record i is ``keys[i & (KEY_POOL - 1)]``)."""
+PAYLOAD_POOL = 1 << 12
+"""Payload choices cycled through when a payload file has several payloads."""
+MAX_SAMPLES = 1_000_000
+"""Latency samples kept at most (the sampling interval grows with --num-records to stay under it)."""
+DEFAULT_SAMPLE_EVERY = 8
+PERCENTILES = (50.0, 95.0, 99.0, 99.9)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "perf",
+        help="producer load test (like kafka-producer-perf-test)",
+        description="Send --num-records records as fast as allowed and report throughput and "
+                    "send-to-acknowledgement latency. Without --bootstrap-servers an embedded Tansu "
+                    "broker runs for the test.",
+    )
+    parser.add_argument("--topic", default="perf-test", help="topic (default 'perf-test')")
+    parser.add_argument("--num-records", type=int, required=True, metavar="N", help="records to send")
+    size = parser.add_mutually_exclusive_group(required=True)
+    size.add_argument("--record-size", type=int, metavar="BYTES", help="value size in bytes")
+    size.add_argument("--payload-file", metavar="PATH",
+                      help="file of payloads separated by --payload-delimiter, chosen at random")
+    parser.add_argument("--payload-delimiter", default="\\n",
+                        help="separator of payloads in --payload-file (default: newline)")
+    parser.add_argument("--key-size", type=int, default=0, metavar="BYTES",
+                        help="key size in bytes (default 0: no key, sticky partitioning)")
+    parser.add_argument("--throughput", type=float, required=True, metavar="RECORDS_PER_S",
+                        help="maximum records/s over all threads (-1: no limit)")
+    parser.add_argument("--producer-props", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="producer settings, Java names (e.g. acks=all linger.ms=5)")
+    parser.add_argument("--producer-config", metavar="PATH", help="a .properties file of producer settings")
+    parser.add_argument("--threads", type=int, default=1, help="sending threads sharing the producer")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
+                        help="Kafka brokers; default: start an embedded Tansu broker for the test")
+    parser.add_argument("--partitions", type=int, default=None,
+                        help="create the topic with this many partitions if missing (default: "
+                             f"{DEFAULT_PARTITIONS} with the embedded broker, no creation otherwise)")
+    parser.add_argument("--reporting-interval", type=float, default=5.0, metavar="SECONDS",
+                        help="seconds between progress lines (default 5; 0: none)")
+    parser.add_argument("--latency-sample-every", type=int, default=None, metavar="K",
+                        help=f"measure the latency of every K-th record (default {DEFAULT_SAMPLE_EVERY}, "
+                             f"more when needed to keep at most {MAX_SAMPLES:,} samples)")
+    parser.add_argument("--json", action="store_true", help="print progress and result as JSON lines")
+
+
+# ------------------------------------------------------------------------------------------- options
+@dataclass
+class PerfOptions:
+    """What ``run_perf`` sends."""
+
+    topic: str
+    num_records: int
+    payloads: list[bytes]
+    key_size: int = 0
+    throughput: float = -1.0
+    threads: int = 1
+    reporting_interval: float = 5.0
+    sample_every: int | None = None
+    producer_config: dict[str, str] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.num_records < 1:
+            raise ConfigError(f"--num-records must be >= 1, got {self.num_records}", "num-records")
+        if not self.payloads:
+            raise ConfigError("no payload: give --record-size or a non-empty --payload-file", "payload-file")
+        if self.key_size < 0:
+            raise ConfigError(f"--key-size must be >= 0, got {self.key_size}", "key-size")
+        if self.threads < 1 or self.threads > 256:
+            raise ConfigError(f"--threads must be in 1..256, got {self.threads}", "threads")
+        if self.throughput == 0 or (self.throughput < 0 and self.throughput != -1):
+            raise ConfigError(f"--throughput must be > 0 or -1 (no limit), got {self.throughput}", "throughput")
+        if self.sample_every is not None and self.sample_every < 1:
+            raise ConfigError(f"--latency-sample-every must be >= 1, got {self.sample_every}",
+                              "latency-sample-every")
+        if self.reporting_interval < 0:
+            raise ConfigError(f"--reporting-interval must be >= 0, got {self.reporting_interval}",
+                              "reporting-interval")
+
+
+def random_payload(size: int, seed: int = 0) -> bytes:
+    """``size`` random upper-case letters (what Kafka's perf tool sends: compressible like text)."""
+    if size < 0:
+        raise ConfigError(f"--record-size must be >= 0, got {size}", "record-size")
+    rng = random.Random(seed)
+    return bytes(rng.randrange(65, 91) for _ in range(size))
+
+
+def read_payloads(path: str, delimiter: str) -> list[bytes]:
+    """The non-empty payloads of a file split on ``delimiter`` (``\\n`` escapes are understood)."""
+    sep = delimiter.encode().decode("unicode_escape").encode()
+    if not sep:
+        raise ConfigError("--payload-delimiter must not be empty", "payload-delimiter")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --payload-file {path!r}: {exc}", "payload-file") from exc
+    payloads = [p for p in data.split(sep) if p]
+    if not payloads:
+        raise ConfigError(f"--payload-file {path!r} has no payloads", "payload-file")
+    return payloads
+
+
+def make_keys(key_size: int, count: int = KEY_POOL) -> list[bytes | None]:
+    """``count`` distinct keys of ``key_size`` bytes (decimal, zero-padded), or ``[None]``."""
+    if key_size <= 0:
+        return [None]
+    keys: list[bytes | None] = []
+    for i in range(count):
+        digits = b"%d" % i
+        keys.append(digits.rjust(key_size, b"0")[-key_size:])
+    return keys
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java ``.properties`` file (``key=value`` lines, ``#`` comments)."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --producer-config {path!r}: {exc}", "producer-config") from exc
+    for line in lines:
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            name, sep, value = line.partition(":")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_props(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--producer-props expects KEY=VALUE, got {pair!r}", "producer-props")
+        out[name.strip()] = value
+    return out
+
+
+# ------------------------------------------------------------------------------------------- stats
+class LatencyStats:
+    """Acknowledgement counts and sampled latencies, written by the producer's callbacks.
+
+    Callbacks run on the producer's I/O thread only, so the counters need no lock; the reporter
+    thread only reads them (a torn read shows up as one slightly-off progress line at worst)."""
+
+    def __init__(self, num_records: int, sample_every: int) -> None:
+        self.sample_every = sample_every
+        slots = -(-num_records // sample_every)
+        self.send_times = array("d", bytes(8 * slots))
+        self.latencies = array("d", bytes(8 * slots))
+        self.samples = 0
+        self.acked = 0
+        self.errors = 0
+        self.first_error: BaseException | None = None
+        self.window_sum = 0.0
+        self.window_count = 0
+        self.window_max = 0.0
+        self.total_sum = 0.0
+        self.total_max = 0.0
+        self.last_ack = 0.0
+
+    def on_ack(self, metadata: object, error: BaseException | None) -> None:
+        """The callback of records whose latency is not sampled: counts only."""
+        if error is None:
+            self.acked += 1
+        else:
+            self._failed(error)
+
+    def on_sampled_ack(self, slot: int, metadata: object, error: BaseException | None) -> None:
+        now = time.perf_counter()
+        self.last_ack = now
+        if error is not None:
+            self._failed(error)
+            return
+        self.acked += 1
+        latency = (now - self.send_times[slot]) * 1000.0
+        self.latencies[slot] = latency
+        self.samples += 1
+        self.window_sum += latency
+        self.window_count += 1
+        if latency > self.window_max:
+            self.window_max = latency
+        self.total_sum += latency
+        if latency > self.total_max:
+            self.total_max = latency
+
+    def sampled_callback(self, slot: int) -> Callable[[object, BaseException | None], None]:
+        """Stamp the send time of ``slot`` now and return its callback (one small object)."""
+        self.send_times[slot] = time.perf_counter()
+        return _SampledAck(self, slot)
+
+    def _failed(self, error: BaseException) -> None:
+        self.errors += 1
+        if self.first_error is None:
+            self.first_error = error
+
+    def take_window(self) -> tuple[float, float]:
+        """(average, maximum) latency of the samples since the last call."""
+        count, total, peak = self.window_count, self.window_sum, self.window_max
+        self.window_count, self.window_sum, self.window_max = 0, 0.0, 0.0
+        return (total / count if count else 0.0), peak
+
+    def percentiles(self, points: Sequence[float] = PERCENTILES) -> dict[str, float]:
+        """Latency percentiles (ms, nearest rank) over the measured samples."""
+        values = sorted(x for x in self.latencies if x > 0.0)
+        out: dict[str, float] = {}
+        for p in points:
+            name = f"p{p:g}".replace(".", "_")
+            if not values:
+                out[name] = 0.0
+                continue
+            rank = max(1, math.ceil(round(p * len(values) / 100.0, 6)))  # round: 99.9% of 1000 is 999
+            out[name] = values[min(rank, len(values)) - 1]
+        return out
+
+
+class _SampledAck:
+    """The callback of a sampled record: one slotted object (a ``functools.partial`` of a bound method
+    would be three objects for the garbage collector to track while the record is in flight)."""
+
+    __slots__ = ("slot", "stats")
+
+    def __init__(self, stats: LatencyStats, slot: int) -> None:
+        self.stats = stats
+        self.slot = slot
+
+    def __call__(self, metadata: object, error: BaseException | None) -> None:
+        self.stats.on_sampled_ack(self.slot, metadata, error)
+
+
+def choose_sample_every(num_records: int, requested: int | None) -> int:
+    every = requested if requested is not None else DEFAULT_SAMPLE_EVERY
+    return max(every, -(-num_records // MAX_SAMPLES))
+
+
+# ------------------------------------------------------------------------------------------- result
+@dataclass
+class PerfResult:
+    records: int
+    acked: int
+    errors: int
+    seconds: float
+    send_seconds: float
+    payload_bytes: int
+    cpu_seconds: float
+    peak_rss_mb: float
+    latency_avg_ms: float
+    latency_max_ms: float
+    percentiles_ms: dict[str, float]
+    latency_samples: int
+    threads: int
+    first_error: str | None = None
+
+    @property
+    def records_per_second(self) -> float:
+        return self.acked / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_second(self) -> float:
+        return self.payload_bytes * (self.acked / max(1, self.records)) / self.seconds / 1e6 if self.seconds else 0.0
+
+    @property
+    def send_records_per_second(self) -> float:
+        return self.records / self.send_seconds if self.send_seconds > 0 else 0.0
+
+    @property
+    def cpu_seconds_per_million(self) -> float:
+        return self.cpu_seconds / self.records * 1e6 if self.records else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(type="final", records_per_second=round(self.records_per_second, 1),
+                    mb_per_second=round(self.mb_per_second, 3),
+                    send_records_per_second=round(self.send_records_per_second, 1),
+                    cpu_seconds_per_million=round(self.cpu_seconds_per_million, 3))
+        return data
+
+    def line(self) -> str:
+        p = self.percentiles_ms
+        text = (f"{self.acked} records sent, {self.records_per_second:.1f} records/sec "
+                f"({self.mb_per_second:.2f} MB/sec), {self.latency_avg_ms:.2f} ms avg latency, "
+                f"{self.latency_max_ms:.2f} ms max latency, {p['p50']:.2f} ms 50th, {p['p95']:.2f} ms 95th, "
+                f"{p['p99']:.2f} ms 99th, {p['p99_9']:.2f} ms 99.9th. send() loop {self.send_records_per_second:.0f} "
+                f"records/sec; CPU {self.cpu_seconds:.2f} s ({self.cpu_seconds_per_million:.2f} s per million "
+                f"records); peak RSS {self.peak_rss_mb:.0f} MB.")
+        if self.errors:
+            text += f" {self.errors} records FAILED, first error: {self.first_error}"
+        return text
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# ------------------------------------------------------------------------------------------- the run
+class _Reporter(threading.Thread):
+    def __init__(self, stats: LatencyStats, interval: float, payload_size: float,
+                 emit: Callable[[dict[str, Any], str], None]) -> None:
+        super().__init__(name="sparkafka-perf-reporter", daemon=True)
+        self.stats = stats
+        self.interval = interval
+        self.payload_size = payload_size
+        self.emit = emit
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        last_acked, last_t = self.stats.acked, time.perf_counter()
+        while not self.stop_event.wait(self.interval):
+            now = time.perf_counter()
+            acked = self.stats.acked
+            elapsed = now - last_t
+            rate = (acked - last_acked) / elapsed if elapsed > 0 else 0.0
+            avg, peak = self.stats.take_window()
+            mb = rate * self.payload_size / 1e6
+            self.emit(
+                {"type": "progress", "records": acked - last_acked, "records_per_second": round(rate, 1),
+                 "mb_per_second": round(mb, 3), "latency_avg_ms": round(avg, 3), "latency_max_ms": round(peak, 3)},
+                f"{acked - last_acked} records sent, {rate:.1f} records/sec ({mb:.2f} MB/sec), "
+                f"{avg:.1f} ms avg latency, {peak:.1f} ms max latency.",
+            )
+            last_acked, last_t = acked, now
+
+
+def _send_share(producer: Any, options: PerfOptions, stats: LatencyStats, keys: Sequence[bytes | None],
+                payloads: Sequence[bytes], start: int, end: int, started: float) -> None:
+    """Send records ``start..end-1`` (global numbering, so sample slots never collide)."""
+    send = producer.send
+    topic = options.topic
+    on_ack = stats.on_ack
+    sampled = stats.sampled_callback
+    every = stats.sample_every
+    key_mask = len(keys) - 1
+    payload_mask = len(payloads) - 1
+    rate = options.throughput / options.threads if options.throughput > 0 else 0.0
+    first = start + (-start % every)  # the first sampled record of this share
+    # unsampled records before it
+    for i in range(start, min(first, end)):
+        send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+    sent = first - start
+    for base in range(first, end, every):
+        send(topic, payloads[base & payload_mask], keys[base & key_mask], callback=sampled(base // every))
+        for i in range(base + 1, min(base + every, end)):
+            send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+        if rate:
+            sent += min(every, end - base)
+            ahead = sent / rate - (time.perf_counter() - started)
+            if ahead > 0.001:
+                time.sleep(ahead)
+
+
+def run_perf(producer: Any, options: PerfOptions,
+             emit: Callable[[dict[str, Any], str], None] | None = None) -> PerfResult:
+    """Run the load test on ``producer`` (anything with sparkafka's ``send(topic, value, key,
+    callback=)`` and ``flush()``) and return the totals. ``emit(json_dict, text)`` gets progress."""
+    options.validate()
+    every = choose_sample_every(options.num_records, options.sample_every)
+    stats = LatencyStats(options.num_records, every)
+    keys = make_keys(options.key_size)
+    payloads = options.payloads
+    if len(payloads) > 1:  # a random choice per record, drawn up front
+        rng = random.Random(1)
+        payloads = [rng.choice(options.payloads) for _ in range(PAYLOAD_POOL)]
+    payload_total = _payload_total(options.num_records, payloads)
+    reporter = None
+    if emit is not None and options.reporting_interval > 0:
+        reporter = _Reporter(stats, options.reporting_interval, payload_total / options.num_records, emit)
+    n, t = options.num_records, options.threads
+    bounds = [n * i // t for i in range(t + 1)]
+    cpu0 = _cpu_seconds()
+    started = time.perf_counter()
+    if reporter is not None:
+        reporter.start()
+    try:
+        if t == 1:
+            _send_share(producer, options, stats, keys, payloads, 0, n, started)
+        else:
+            workers = [threading.Thread(target=_send_share, name=f"sparkafka-perf-{i}",
+                                        args=(producer, options, stats, keys, payloads, bounds[i],
+                                              bounds[i + 1], started)) for i in range(t)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+        send_done = time.perf_counter()
+        producer.flush()
+        finished = time.perf_counter()
+    finally:
+        if reporter is not None:
+            reporter.stop_event.set()
+    cpu = _cpu_seconds() - cpu0
+    end = max(finished, stats.last_ack) if stats.last_ack else finished
+    samples = stats.samples
+    return PerfResult(
+        records=n, acked=stats.acked, errors=stats.errors, seconds=end - started,
+        send_seconds=send_done - started, payload_bytes=payload_total, cpu_seconds=cpu,
+        peak_rss_mb=peak_rss_mb(), latency_avg_ms=stats.total_sum / samples if samples else 0.0,
+        latency_max_ms=stats.total_max, percentiles_ms=stats.percentiles(), latency_samples=samples,
+        threads=t, first_error=None if stats.first_error is None else repr(stats.first_error),
+    )
+
+
+def _payload_total(num_records: int, payloads: Sequence[bytes]) -> int:
+    mask = len(payloads) - 1
+    if mask == 0:
+        return num_records * len(payloads[0])
+    full, rest = divmod(num_records, len(payloads))
+    per_cycle = sum(map(len, payloads))
+    return full * per_cycle + sum(len(payloads[i & mask]) for i in range(rest))
+
+
+# ------------------------------------------------------------------------------------------- CLI
+@contextlib.contextmanager
+def _bootstrap(servers: str | None) -> Iterator[tuple[str, bool]]:
+    if servers:
+        yield servers, False
+        return
+    from sparkafka.broker import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        yield broker.bootstrap_servers, True
+
+
+def _printer(as_json: bool, out: TextIO) -> Callable[[dict[str, Any], str], None]:
+    def emit(data: dict[str, Any], text: str) -> None:
+        print(json.dumps(data) if as_json else text, file=out, flush=True)
+
+    return emit
+
+
+def options_from_args(args: argparse.Namespace) -> PerfOptions:
+    if args.record_size is not None:
+        payloads = [random_payload(args.record_size)]
+    else:
+        payloads = read_payloads(args.payload_file, args.payload_delimiter)
+    config: dict[str, str] = {}
+    if args.producer_config:
+        config.update(read_properties(args.producer_config))
+    config.update(parse_props(args.producer_props))
+    options = PerfOptions(
+        topic=args.topic, num_records=args.num_records, payloads=payloads, key_size=args.key_size,
+        throughput=args.throughput, threads=args.threads, reporting_interval=args.reporting_interval,
+        sample_every=args.latency_sample_every, producer_config=config,
+    )
+    options.validate()
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparkafka.producer.producer import KafkaProducer
+
+    emit = _printer(args.json, sys.stdout)
+    try:
+        options = options_from_args(args)
+        with _bootstrap(args.bootstrap_servers) as (servers, embedded):
+            partitions = args.partitions if args.partitions is not None else (
+                DEFAULT_PARTITIONS if embedded else None)
+            if partitions is not None:
+                _create_topic(servers, options.topic, partitions)
+            config: dict[str, Any] = dict(options.producer_config)
+            config["bootstrap.servers"] = servers
+            producer = KafkaProducer(config)
+            try:
+                producer.partitions_for(options.topic)  # metadata before the clock starts
+                result = run_perf(producer, options, emit)
+            finally:
+                producer.close()
+    except (ConfigError, KafkaError, OSError) as exc:
+        print(f"sparkafka perf: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    emit(result.to_dict(), result.line())
+    return 1 if result.errors else 0
+
+
+def _create_topic(servers: str, topic: str, partitions: int) -> None:
+    from sparkafka.net.admin import AdminClient
+
+    if partitions < 1:
+        raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
+    with AdminClient(servers) as admin:
+        admin.create_topics([(topic, partitions, 1)], exist_ok=True)

@@ -1,0 +1,163 @@
+"""The producer's fast append path (``append_open`` / ``try_append_open``): when it takes a record,
+when it declines, sticky accounting, and callbacks/futures of records appended through it
+(completion, failure, split). Also murmur2: the C accelerator agrees with the pure-Python code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from producer.fakes import FakeCluster
+from sparkafka import accel
+from sparkafka._clock import ManualClock
+from sparkafka.producer import murmur2 as m
+from sparkafka.producer.accumulator import RecordAccumulator
+from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
+from sparkafka.producer.producer_batch import ProducerBatch
+from sparkafka.record import RecordBatchBuilder, decode_batch
+
+T = "t"
+TS = 1_700_000_000_000
+VALUE = b"v" * 50
+
+
+def make(**kwargs: Any) -> RecordAccumulator:
+    options: dict[str, Any] = dict(batch_size=1024, buffer_memory=64 * 1024, linger_ms=10)
+    options.update(kwargs)
+    return RecordAccumulator(clock=ManualClock(), **options)
+
+
+def slow(acc: RecordAccumulator, cluster: FakeCluster, partition: int, value: bytes = VALUE,
+         callback: Any = None) -> Any:
+    return acc.append(T, partition, TS, None, value, None, callback, 1000, acc._clock.monotonic_ms(), cluster)
+
+
+def test_append_open_declines_without_an_open_batch_then_appends() -> None:
+    acc = make()
+    cluster = FakeCluster.single_node()
+    assert acc.append_open(T, 0, TS, None, VALUE, None, cluster) is None  # unknown topic
+    slow(acc, cluster, 0)
+    assert acc.append_open(T, 1, TS, None, VALUE, None, cluster) is None  # no queue for partition 1
+    future = acc.append_open(T, 0, TS + 1, b"key", VALUE, None, cluster)
+    assert future is not None and future.relative_offset == 1
+    assert (future.create_timestamp, future.serialized_key_size, future.serialized_value_size) == (TS + 1, 3, 50)
+    assert acc.records_appended == 2
+    acc.close()
+    assert acc.append_open(T, 0, TS, None, VALUE, None, cluster) is None
+
+
+def test_append_open_never_fills_a_batch() -> None:
+    acc = make(batch_size=300)
+    cluster = FakeCluster.single_node()
+    slow(acc, cluster, 0)
+    taken = 0
+    while acc.append_open(T, 0, TS, None, VALUE, None, cluster) is not None:
+        taken += 1
+    dq = acc.get_deque((T, 0))
+    assert dq is not None and len(dq) == 1 and not dq[0].is_full()
+    result = slow(acc, cluster, 0)  # the record that fills the batch goes the general way
+    assert result.batch_is_full or result.new_batch_created
+    assert taken >= 1
+
+
+def test_sticky_fast_path_counts_bytes_and_switches_at_twice_batch_size() -> None:
+    acc = make(batch_size=2000, random_source=iter(range(100)).__next__)
+    cluster = FakeCluster.single_node(partitions=3)
+    first = acc.append(T, -1, TS, None, VALUE, None, None, 1000, 0.0, cluster)
+    partitioner = acc.built_in_partitioner(T)
+    sticky = partitioner._info
+    assert sticky is not None and sticky.partition == first.partition
+    produced = sticky.produced_bytes
+    assert acc.append_open(T, -1, TS, None, VALUE, None, cluster) is not None
+    assert sticky.produced_bytes > produced
+    # A drained (not full) batch lets bytes pile up on one partition: the 2 x batch.size rule switches.
+    sticky.produced_bytes = partitioner.double_batch_size - 1
+    assert acc.append_open(T, -1, TS, None, VALUE, None, cluster) is not None
+    assert partitioner._info is not sticky
+
+
+def make_batch(limit: int = 16384) -> ProducerBatch:
+    return ProducerBatch(("t", 1), RecordBatchBuilder(bytearray(limit), limit), 1000.0, bytearray(0), False)
+
+
+def fast(batch: ProducerBatch, ts: int, key: bytes | None, value: bytes | None, callback: Any) -> FutureRecordMetadata:
+    """What ``RecordAccumulator.append_open`` does with a batch: append, then make the future."""
+    ks = -1 if key is None else len(key)
+    vs = -1 if value is None else len(value)
+    index = batch.try_append_open(ts, key, value, callback, ks, vs)
+    assert index >= 0
+    return FutureRecordMetadata(batch.result, index, ts, ks, vs)
+
+
+def test_fast_path_callbacks_get_metadata_in_append_order() -> None:
+    batch = make_batch()
+    seen: list[tuple[str, RecordMetadata | None, BaseException | None]] = []
+
+    def cb(name: str) -> Any:
+        return lambda md, err: seen.append((name, md, err))
+
+    f0 = batch.try_append(TS, None, b"a", None, cb("slow"), 0.0)
+    f1 = fast(batch, TS + 7, b"kk", b"bbb", cb("fast"))
+    f2 = fast(batch, TS + 9, None, None, None)
+    assert f0 is not None
+    callbacks = batch.callbacks
+    assert callbacks is not None and [c[1].relative_offset for c in callbacks] == [0, 1]
+    assert callbacks[0][1] is f0
+    assert batch.done(100, -1)
+    assert [(n, md.offset, md.timestamp, md.serialized_key_size, md.serialized_value_size)  # type: ignore[union-attr]
+            for n, md, _ in seen] == [("slow", 100, TS, -1, 1), ("fast", 101, TS + 7, 2, 3)]
+    assert f1.result().offset == 101 and f1.result().timestamp == TS + 7
+    assert f2.result().offset == 102 and f2.result().serialized_value_size == -1
+    assert [r.value for r in decode_batch(bytes(batch.close())).records] == [b"a", b"bbb", None]
+
+
+def test_fast_path_callbacks_see_log_append_time_and_errors() -> None:
+    batch = make_batch()
+    got: list[Any] = []
+    batch.try_append(TS, None, b"a", None, None, 0.0)
+    fast(batch, TS + 1, None, b"b", lambda md, err: got.append((md, err)))
+    batch.done(-1, 555)  # acks=0 style: offset unknown, broker time given
+    assert got[0][0].offset == -1 and got[0][0].timestamp == 555 and got[0][1] is None
+
+    failing = make_batch()
+    errs: list[Any] = []
+    failing.try_append(TS, None, b"a", None, None, 0.0)
+    fast(failing, TS, None, b"b", lambda md, err: errs.append((md, err)))
+    fast(failing, TS, None, b"c", lambda md, err: errs.append((md, err)))
+    boom = RuntimeError("record 2 rejected")
+    failing.done(-1, -1, RuntimeError("batch"), {2: boom})
+    assert [e for _, e in errs] == [failing.result.error, boom]
+    assert all(md is None for md, _ in errs)
+
+
+def test_split_keeps_fast_path_callbacks_and_futures() -> None:
+    big = make_batch()
+    seen: list[int] = []
+    first = big.try_append(TS, b"k0", b"x" * 100, None, lambda md, err: seen.append(md.offset), 0.0)
+    assert first is not None
+    futures = [first]
+    for i in range(1, 8):
+        futures.append(fast(big, TS + i, b"k%d" % i, b"x" * 100, lambda md, err: seen.append(md.offset)))
+    parts = big.split(300)
+    assert len(parts) > 1 and sum(p.record_count for p in parts) == 8
+    offset = 0
+    for p in parts:
+        p.done(offset, -1)
+        offset += 1000
+    offsets = [f.result().offset for f in futures]
+    assert seen == offsets  # every callback once, in order, with its record's final offset
+    assert [f.result().timestamp for f in futures] == [TS + i for i in range(8)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.binary(max_size=64), n=st.integers(1, 10_000))
+def test_c_murmur2_matches_python(key: bytes, n: int) -> None:
+    assert m.partition_for_key_py(key, n) == m.partition_for_key(key, n)
+    if accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    assert accel.ACCEL.murmur2(key) == m.murmur2_py(key)
+    assert accel.ACCEL.murmur2(bytearray(key)) == m.murmur2_py(key)
+    assert accel.ACCEL.partition_for_key(key, n) == m.partition_for_key_py(key, n)

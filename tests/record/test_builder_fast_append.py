@@ -1,0 +1,172 @@
+"""RecordBatchBuilder's encode-on-append: the fast path, the pooled buffer, and C vs Python encoders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkafka import accel
+from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch, encode_batch
+from sparkafka.record.builder import _encode_record_py
+
+TS = 1700000000000
+
+
+def test_fast_append_matches_general_append_bytes_and_growth() -> None:
+    records = [(TS + i % 3, b"k%d" % i if i % 2 else None, b"v" * (i % 70) if i % 5 else None) for i in range(200)]
+    general = RecordBatchBuilder(None, 1 << 20)
+    fast = RecordBatchBuilder(None, 1 << 20)
+    for i, (ts, key, value) in enumerate(records):
+        grown = general.try_append(ts, key, value, None)
+        if i == 0:
+            assert fast.try_append(ts, key, value, None) == grown
+        else:
+            assert fast.try_append_open(ts, key, value) == grown
+    assert fast.estimated_size_in_bytes == general.estimated_size_in_bytes
+    assert bytes(fast.close(7, 1, 3, False)) == bytes(general.close(7, 1, 3, False))
+    assert [(r.timestamp, r.key, r.value) for r in decode_batch(fast.close(7, 1, 3, False)).records] == records
+
+
+def test_fast_append_refuses_empty_closed_and_filling() -> None:
+    builder = RecordBatchBuilder(None, 61 + 3 * 10)  # three 10-byte records (b"abc" value, no key)
+    assert builder.try_append_open(TS, None, b"abc") == -1  # empty: the first record goes the general way
+    assert builder.try_append(TS, None, b"abc", None) == 61 + 10
+    assert builder.try_append_open(TS, None, b"abc") == 10
+    # the third record would make the batch full: refused, and accepted by the general path
+    assert builder.try_append_open(TS, None, b"abc") == -1
+    assert builder.record_count == 2 and not builder.is_full()
+    assert builder.try_append(TS, None, b"abc", None) == 10
+    assert builder.is_full()
+    other = RecordBatchBuilder(None, 1000)
+    other.try_append(TS, None, b"x", None)
+    other.close_for_appends()
+    assert other.try_append_open(TS, None, b"x") == -1
+
+
+def test_pooled_buffer_is_written_in_place_and_never_resized() -> None:
+    pooled = bytearray(256)
+    builder = RecordBatchBuilder(pooled, 256)
+    builder.try_append(TS, b"key", b"v" * 50, None)
+    builder.try_append_open(TS, b"key", b"w" * 50)
+    assert pooled[61:64] != b"\x00\x00\x00"  # records went into the pooled buffer
+    wire = builder.close()
+    assert wire.obj is pooled and len(pooled) == 256
+    assert [r.value for r in decode_batch(bytes(wire)).records] == [b"v" * 50, b"w" * 50]
+
+
+def test_overflowing_the_pooled_buffer_moves_to_a_private_one() -> None:
+    pooled = bytearray(128)
+    # a write limit above the buffer size, as happens when compression estimates shrink the records
+    builder = RecordBatchBuilder(pooled, 1 << 20)
+    for i in range(10):
+        assert builder.try_append(TS, None, bytes([i]) * 40, None) > 0
+    assert len(pooled) == 128  # the pool's buffer keeps its size
+    data = bytes(builder.close())
+    assert [r.value for r in decode_batch(data).records] == [bytes([i]) * 40 for i in range(10)]
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.GZIP], ids=lambda c: c.name)
+def test_compressed_close_from_the_pooled_buffer(codec: CompressionType) -> None:
+    pooled = bytearray(4096)
+    builder = RecordBatchBuilder(pooled, 4096, codec)
+    builder.try_append(TS, b"k", b"a" * 100, [("h", b"1")])
+    for _ in range(20):
+        assert builder.try_append_open(TS, b"k", b"a" * 100) > 0
+    data = bytes(builder.close())
+    decoded = decode_batch(data)
+    assert decoded.compression is codec and len(decoded.records) == 21
+    assert decoded.records[0].headers == [("h", b"1")]
+    assert builder.actual_compression_ratio < 0.5
+
+
+def test_records_property_decodes_what_was_appended() -> None:
+    builder = RecordBatchBuilder(bytearray(1024), 1024)
+    builder.try_append(TS + 5, b"a", b"1", [("x", None)])
+    builder.try_append_open(TS, None, None)
+    builder.try_append(TS + 9, b"", b"", None)
+    assert builder.records == [(TS + 5, b"a", b"1", [("x", None)]), (TS, None, None, None), (TS + 9, b"", b"", None)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size_pad=st.integers(0, 3),
+    ts_delta=st.integers(-(2**40), 2**40),
+    offset_delta=st.integers(0, 70000),
+    key=st.none() | st.binary(max_size=300),
+    value=st.none() | st.binary(max_size=20000),
+)
+def test_c_and_python_record_encoders_write_the_same_bytes(
+    size_pad: int, ts_delta: int, offset_delta: int, key: bytes | None, value: bytes | None
+) -> None:
+    if accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    from sparkafka.record._varint import varint_size
+
+    size = (1 + varint_size(ts_delta) + varint_size(offset_delta)
+            + (1 if key is None else varint_size(len(key)) + len(key))
+            + (1 if value is None else varint_size(len(value)) + len(value)) + 1)
+    prefix = bytes(range(size_pad))
+    py_buf = bytearray(prefix)
+    c_buf = bytearray(prefix)
+    py_end = _encode_record_py(py_buf, size_pad, size, ts_delta, offset_delta, key, value)
+    c_end = accel.ACCEL.write_record(c_buf, size_pad, size, ts_delta, offset_delta, key, value)
+    assert (c_end, bytes(c_buf)) == (py_end, bytes(py_buf))
+    with pytest.raises(ValueError, match="accounted"):
+        accel.ACCEL.write_record(bytearray(), 0, size + 1, ts_delta, offset_delta, key, value)
+
+
+def test_no_accel_env_var_forces_the_python_encoder() -> None:
+    code = (
+        "from sparkafka import accel; from sparkafka.record import encode_batch; "
+        "import sys; sys.stdout.write(repr(accel.ACCEL) + ' ' + "
+        "encode_batch([(1, b'k', b'v', None), (2, None, b'w' * 300, None)]).hex())"
+    )
+    env = dict(os.environ, SPARKAFKA_NO_ACCEL="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    module, data = out.split(" ")
+    assert module == "None"
+    assert bytes.fromhex(data) == encode_batch([(1, b"k", b"v", None), (2, None, b"w" * 300, None)])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.LZ4]),
+    ratio=st.floats(0.1, 1.5),
+    buffer_size=st.integers(61, 3000),
+    limit=st.integers(100, 5000),
+    records=st.lists(st.tuples(st.integers(-100, 10**6), st.none() | st.binary(max_size=80),
+                               st.none() | st.binary(max_size=400)), min_size=1, max_size=40),
+)
+def test_c_fast_append_matches_python(
+    codec: CompressionType, ratio: float, buffer_size: int, limit: int,
+    records: list[tuple[int, bytes | None, bytes | None]],
+) -> None:
+    if accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    py = RecordBatchBuilder(bytearray(buffer_size), limit, codec, None, ratio)
+    c = RecordBatchBuilder(bytearray(buffer_size), limit, codec, None, ratio)
+    ts0, key0, value0 = records[0]
+    assert py.try_append(TS + ts0, key0, value0, None) == c.try_append(TS + ts0, key0, value0, None)
+    for ts, key, value in records[1:]:
+        assert py._try_append_open_py(TS + ts, key, value) == c._try_append_open_c(TS + ts, key, value)
+        assert (py.estimated_size_in_bytes, py.record_count, py.uncompressed_bytes) == (
+            c.estimated_size_in_bytes, c.record_count, c.uncompressed_bytes)
+    assert bytes(py.close()) == bytes(c.close())
+
+
+def test_compressing_batch_holds_at_most_twice_its_limit_uncompressed() -> None:
+    from sparkafka.record.builder import MAX_UNCOMPRESSED_RATIO
+
+    # an estimate that says the records compress 100:1: without the cap one batch would take ~1.5 MB
+    builder = RecordBatchBuilder(bytearray(16384), 16384, CompressionType.LZ4, None, 0.01)
+    builder.try_append(TS, b"k", b"a" * 100, None)
+    while builder.try_append_open(TS, b"k", b"a" * 100) > 0:
+        pass
+    assert builder.try_append(TS, b"k", b"a" * 100, None) == -1
+    assert 16384 < builder.uncompressed_bytes <= MAX_UNCOMPRESSED_RATIO * 16384
+    assert len(decode_batch(bytes(builder.close())).records) == builder.record_count
