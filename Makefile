@@ -29,7 +29,7 @@ $(PY):
 	@$(call QUIET_PIP,--upgrade pip)
 
 # Re-install only when pyproject.toml is newer than the stamp (`--group` needs pip >= 25.1).
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml setup.py src/sparkafka/_accel.c | $(PY)
 	@echo "installing sparkafka[$(EXTRAS)] and the dev group into $(VENV) (log: $(VENV)/pip.log)"
 	@$(call QUIET_PIP,-e '.[$(EXTRAS)]' --group dev)
 	@touch $(STAMP)
@@ -42,6 +42,9 @@ typecheck: install
 
 pytest: install
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	@echo "pure-Python path (SPARKAFKA_NO_ACCEL=1): the hot loops without the C accelerator"
+	SPARKAFKA_NO_ACCEL=1 $(PY) -m pytest -q -p no:cacheprovider tests/producer tests/record tests/test_perf_cli.py \
+		tests/integration/test_content.py tests/integration/test_partitioning.py tests/integration/test_ordering.py
 
 test: lint typecheck pytest
 

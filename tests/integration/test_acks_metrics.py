@@ -127,8 +127,6 @@ def test_retries_and_errors_show_in_metrics(mock_target: Target) -> None:
     assert m["record-send-total"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="producer.py send() never marks the topic as used on its fast path, so "
-                   "it expires from metadata every metadata.max.idle.ms and sends stall for a refresh (reported)")
 def test_topic_in_use_stays_in_metadata(mock_target: Target) -> None:
     """Java's send() refreshes the topic's idle timer on every record; a topic in constant use must never
     drop out of the metadata (which makes the next send() wait for a metadata round trip)."""

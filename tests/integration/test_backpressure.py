@@ -136,8 +136,6 @@ def test_close_wakes_a_send_blocked_on_memory(mock_target: Target) -> None:
         assert isinstance(f.exception(0), errors.ProducerClosedError)  # type: ignore[attr-defined]
 
 
-@pytest.mark.xfail(strict=True, reason="producer.py send() passes the full max.block.ms to the accumulator "
-                   "after waiting for metadata; Java bounds metadata + memory waits together (reported)")
 def test_max_block_ms_bounds_metadata_and_memory_waits_together(mock_target: Target) -> None:
     """send() may block at most max.block.ms in total, split between metadata and buffer memory."""
     mock = mock_target.mock

@@ -157,12 +157,16 @@ class FakeMetadata:
         self.cluster = cluster
         self.update_requests = 0
         self.added: list[str] = []
+        self.touched: set[str] = set()
 
     def fetch(self) -> FakeCluster:
         return self.cluster
 
     def add_topic(self, topic: str, now: float) -> None:
         self.added.append(topic)
+
+    def touch(self, topic: str) -> None:
+        self.touched.add(topic)
 
     def request_update(self) -> int:
         self.update_requests += 1

@@ -191,10 +191,17 @@ class KafkaProducer:
         value_size = -1 if value is None else len(value)
         if key_size + value_size + 258 >= self._record_limit or headers:  # 258: 256 + the two -1s
             self._check_record_size(topic, key, value, headers)
+        if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
+            raise errors.InvalidRecordInputError(
+                f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
+        block_ms = self._max_block_ms
         cluster: ClusterView = self._metadata.fetch()
         n = cluster.partition_count(topic)
         if n is None or (partition is not None and type(partition) is int and partition >= n):
+            started = self._clock.monotonic_ms()
             cluster, n = self._wait_on_metadata(topic, partition)
+            # max.block.ms bounds the metadata wait and the memory wait together (as in Java)
+            block_ms = max(0, int(block_ms - (self._clock.monotonic_ms() - started)))
         if partition is None:
             if self._partitioner is not None:
                 partition = self._partitioner.partition(topic, None, key, None, value, cluster)
@@ -212,9 +219,6 @@ class KafkaProducer:
                 f"(0..{n - 1})")
         if timestamp is None:
             timestamp = _time_ns() // 1_000_000
-        elif type(timestamp) is not int or timestamp < 0:
-            raise errors.InvalidRecordInputError(
-                f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
         tm = self._tm
         if tm is None or (tm.transactional_id is None and tm.last_error is None):
             if headers is None:
@@ -227,7 +231,7 @@ class KafkaProducer:
         else:
             tm.check_send_allowed()
         result = self._accumulator.append(topic, partition, timestamp, key, value, headers, callback,
-                                          self._max_block_ms, self._clock.monotonic_ms(), cluster)
+                                          block_ms, self._clock.monotonic_ms(), cluster)
         if tm is not None and tm.transactional_id is not None:
             tm.maybe_add_partition((topic, result.partition))
         if result.batch_is_full or result.new_batch_created:

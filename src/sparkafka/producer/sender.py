@@ -199,8 +199,10 @@ class Sender:
                     self._fail_batch(b, auth_failed[node], adjust_sequences=False)
         batches = self.accumulator.drain(cluster, ready_nodes, self.max_request_size, now)
         sent_any = False
+        touch = self.metadata.touch
         for node_batches in batches.values():
             for b in node_batches:
+                touch(b.tp[0])  # a topic with data in flight stays in the metadata (metadata.max.idle.ms)
                 sent_any = True
                 self.in_flight_batches.setdefault(b.tp, []).append(b)
                 if self.guarantee_message_order:
