@@ -202,11 +202,6 @@ def test_a_rejected_client_does_not_hammer_the_broker(gateway: Callable[..., Gat
     assert gw.stats.connections == gw.stats.auth_failures
 
 
-@pytest.mark.xfail(
-    reason="with idempotence the batch is held back (no producer id / sequence wait) before the Sender's "
-           "authentication-failure drain sees it; it then fails at delivery.timeout.ms instead",
-    strict=False,
-)
 def test_revoked_credentials_fail_pending_records_quickly(
     gateway: Callable[..., Gateway], unique_topic: Callable[[str], str]
 ) -> None:

@@ -167,6 +167,10 @@ class Sender:
                     return
             elif tm.needs_producer_id():
                 self._maybe_send_init_producer_id(now)
+        auth_error = self.client.authentication_error()
+        if auth_error is not None and self.accumulator.has_undrained():
+            # every broker rejected our login: records never sent fail now, not at delivery.timeout.ms
+            self.accumulator.abort_undrained_batches(auth_error)
         poll_timeout = self._send_producer_data(now, metadata_timeout)
         self.client.poll(poll_timeout, now)
 
