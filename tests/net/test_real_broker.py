@@ -16,34 +16,10 @@ from sparkafka.net.admin import AdminClient
 from sparkafka.net.client import ClientResponse, NetworkClient
 from sparkafka.net.metadata import Metadata, MetadataUpdater
 from sparkafka.protocol.messages import PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
+from support.golden import ONE_RECORD_BATCH
 
 pytestmark = pytest.mark.broker
 
-# One uncompressed RecordBatch v2: key "key", value "value", ts 1700000000000 (facts §1.5).
-ONE_RECORD_BATCH = bytes.fromhex(
-    "0000000000000000"
-    "00000040"
-    "ffffffff"
-    "02"
-    "db5e9cdd"
-    "0000"
-    "00000000"
-    "0000018bcfe56800"
-    "0000018bcfe56800"
-    "ffffffffffffffff"
-    "ffff"
-    "ffffffff"
-    "00000001"
-    "1c"
-    "00"
-    "00"
-    "00"
-    "06"
-    "6b6579"
-    "0a"
-    "76616c7565"
-    "00"
-)
 
 
 def _topic() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sparkafka.protocol.framing import KafkaProtocol, decode_request_header, encode_request_frame
 from sparkafka.protocol.messages import API_VERSIONS, METADATA, PRODUCE, ApiKey
 from sparkafka.protocol.produce import encode_produce_request
+from support.golden import ONE_RECORD_BATCH
 
 APIVERSIONS_V3_FRAME = bytes.fromhex(
     "0000002e0012000300000001000a70726f64756365722d3100126170616368652d6b61666b612d6a61766106342e302e3000"
@@ -33,30 +34,6 @@ METADATA_V12_FRAME = bytes.fromhex(
     "00"  # tagged fields
 )
 
-ONE_RECORD_BATCH = bytes.fromhex(
-    "0000000000000000"
-    "00000040"
-    "ffffffff"
-    "02"
-    "db5e9cdd"
-    "0000"
-    "00000000"
-    "0000018bcfe56800"
-    "0000018bcfe56800"
-    "ffffffffffffffff"
-    "ffff"
-    "ffffffff"
-    "00000001"
-    "1c"
-    "00"
-    "00"
-    "00"
-    "06"
-    "6b6579"
-    "0a"
-    "76616c7565"
-    "00"
-)
 
 PRODUCE_V9_FRAME = (
     bytes.fromhex(

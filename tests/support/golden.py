@@ -1,0 +1,27 @@
+"""Golden bytes shared by tests: the one-record RecordBatch v2 of facts §1.5
+(key "key", value "value", timestamp 1700000000000, no producer state, uncompressed)."""
+
+ONE_RECORD_BATCH = bytes.fromhex(
+    "0000000000000000"
+    "00000040"
+    "ffffffff"
+    "02"
+    "db5e9cdd"
+    "0000"
+    "00000000"
+    "0000018bcfe56800"
+    "0000018bcfe56800"
+    "ffffffffffffffff"
+    "ffff"
+    "ffffffff"
+    "00000001"
+    "1c"
+    "00"
+    "00"
+    "00"
+    "06"
+    "6b6579"
+    "0a"
+    "76616c7565"
+    "00"
+)
