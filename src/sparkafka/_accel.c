@@ -12,6 +12,12 @@
  *       0 headers. ``size`` (the body size the caller accounted) is checked against what is written.
  *   append_open(buf, pooled, pos, n, ts_delta, key, value, uncompressed, factor, write_limit) -> total
  *       the size check and write of RecordBatchBuilder.try_append_open in one call (see below).
+ *   append_tails(buf, pooled, pos, n, ts_delta, offsets, data, start, stop, uncompressed, estimate,
+ *                factor, write_limit) -> (count, written)
+ *       RecordBatchBuilder.append_tails: many records from pre-encoded tails (the bulk Arrow path).
+ *   partitions_for_offsets(offsets, data, start, count, num_partitions) -> bytearray
+ *       murmur2 partitions of ``count`` byte strings laid out as an Arrow large_binary column (int64
+ *       offsets + data), as native int32s.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -310,6 +316,176 @@ done:
     return result;
 }
 
+/* ---- the bulk (Arrow) path ------------------------------------------------------------------- */
+
+/* A read-only buffer argument (any object with the buffer protocol). */
+static int get_ro_buffer(PyObject *obj, Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        if (PyObject_GetBuffer(obj, view, PyBUF_ND) < 0) {
+            PyErr_Format(PyExc_TypeError, "%s must support the buffer protocol", what);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Offsets [start, stop] must lie inside the int64 offsets buffer and the data they point at inside data. */
+static int check_offsets(const int64_t *off, Py_ssize_t n_off, Py_ssize_t data_len, Py_ssize_t start,
+                         Py_ssize_t stop) {
+    if (start < 0 || stop < start || stop >= n_off) {
+        PyErr_SetString(PyExc_ValueError, "row range outside the offsets buffer");
+        return -1;
+    }
+    int64_t prev = off[start];
+    if (prev < 0)
+        goto bad;
+    for (Py_ssize_t i = start + 1; i <= stop; i++) {
+        if (off[i] < prev)
+            goto bad;
+        prev = off[i];
+    }
+    if (prev > data_len)
+        goto bad;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
+    return -1;
+}
+
+/* append_tails(buf, pooled, pos, n, ts_delta, offsets, data, start, stop, uncompressed, estimate, factor,
+ *              write_limit) -> (count, written)
+ * Appends records (offset deltas n, n+1, ...) whose tails are rows [start, stop) while they fit: the
+ * first record of an empty batch (n == 0) always fits, later ones while estimate + size <= write_limit and,
+ * when compressing (factor != 0), uncompressed + size <= 2 * write_limit; after each record
+ * estimate = 61 + uncompressed (scaled by factor). Returns the count and the bytes written. If the records
+ * that fit would run past the end of a pooled buffer nothing is written and (-1, bytes needed) returned. */
+static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "append_tails takes 13 arguments");
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    if (!PyByteArray_Check(buf)) {
+        PyErr_SetString(PyExc_TypeError, "append_tails: buf must be a bytearray");
+        return NULL;
+    }
+    int pooled = PyObject_IsTrue(args[1]);
+    if (pooled < 0)
+        return NULL;
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    long long n = PyLong_AsLongLong(args[3]);
+    long long ts_delta = PyLong_AsLongLong(args[4]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[7]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[8]);
+    long long uncompressed = PyLong_AsLongLong(args[9]);
+    long long estimate = PyLong_AsLongLong(args[10]);
+    double factor = PyFloat_AsDouble(args[11]);
+    long long limit = PyLong_AsLongLong(args[12]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || pos > PyByteArray_GET_SIZE(buf) || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "append_tails: bad position or record count");
+        return NULL;
+    }
+    Py_buffer ov, dv;
+    if (get_ro_buffer(args[5], &ov, "offsets") < 0)
+        return NULL;
+    if (get_ro_buffer(args[6], &dv, "data") < 0) {
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    const int64_t *off = (const int64_t *)ov.buf;
+    const char *data = (const char *)dv.buf;
+    if (check_offsets(off, ov.len / (Py_ssize_t)sizeof(int64_t), dv.len, start, stop) < 0)
+        goto done;
+    /* pass 1: how many fit, and their bytes */
+    Py_ssize_t ts_len = varint_len(ts_delta);
+    long long cap = 2 * limit;
+    long long written = 0, k = n;
+    Py_ssize_t i = start;
+    for (; i < stop; i++, k++) {
+        long long body = 1 + ts_len + varint_len(k) + (off[i + 1] - off[i]);
+        long long total = varint_len(body) + body;
+        if (k > 0 && (estimate + total > limit || (factor != 0.0 && uncompressed + written + total > cap)))
+            break;
+        written += total;
+        long long after = uncompressed + written;
+        estimate = 61 + (factor != 0.0 ? (long long)((double)after * factor) : after);
+    }
+    Py_ssize_t count = i - start;
+    Py_ssize_t end = pos + (Py_ssize_t)written;
+    if (end > PyByteArray_GET_SIZE(buf)) {
+        if (pooled) {
+            result = Py_BuildValue("(nL)", (Py_ssize_t)-1, written);
+            goto done;
+        }
+        if (PyByteArray_Resize(buf, end) < 0)
+            goto done;
+    }
+    /* pass 2: write them */
+    char *p = PyByteArray_AS_STRING(buf) + pos;
+    k = n;
+    for (i = start; i < start + count; i++, k++) {
+        Py_ssize_t len = (Py_ssize_t)(off[i + 1] - off[i]);
+        long long body = 1 + ts_len + varint_len(k) + len;
+        p = put_varint(p, body);
+        *p++ = 0;
+        p = put_varint(p, ts_delta);
+        p = put_varint(p, k);
+        memcpy(p, data + off[i], (size_t)len);
+        p += len;
+    }
+    result = Py_BuildValue("(nL)", count, written);
+done:
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&dv);
+    return result;
+}
+
+/* partitions_for_offsets(offsets, data, start, count, num_partitions) -> bytearray of count native int32 */
+static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "partitions_for_offsets takes 5 arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    long np = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (np < 1 || count < 0) {
+        PyErr_Format(PyExc_ValueError, "num_partitions must be >= 1 (got %ld) and count >= 0", np);
+        return NULL;
+    }
+    Py_buffer ov, dv;
+    if (get_ro_buffer(args[0], &ov, "offsets") < 0)
+        return NULL;
+    if (get_ro_buffer(args[1], &dv, "data") < 0) {
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    const int64_t *off = (const int64_t *)ov.buf;
+    if (check_offsets(off, ov.len / (Py_ssize_t)sizeof(int64_t), dv.len, start, start + count) < 0)
+        goto done;
+    out = PyByteArray_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int32_t));
+    if (out == NULL)
+        goto done;
+    int32_t *parts = (int32_t *)PyByteArray_AS_STRING(out);
+    const unsigned char *data = (const unsigned char *)dv.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t lo = off[start + i];
+        uint32_t h = murmur2_u32(data + lo, (Py_ssize_t)(off[start + i + 1] - lo));
+        parts[i] = (int32_t)((h & 0x7fffffffu) % (uint32_t)np);
+    }
+done:
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&dv);
+    return out;
+}
+
 static PyMethodDef accel_methods[] = {
     {"murmur2", (PyCFunction)accel_murmur2, METH_O, "Kafka's murmur2 hash (signed 32-bit)."},
     {"partition_for_key", (PyCFunction)(void (*)(void))accel_partition_for_key, METH_FASTCALL,
@@ -318,6 +494,10 @@ static PyMethodDef accel_methods[] = {
      "Write one record without headers into a bytearray at a position; returns the end."},
     {"append_open", (PyCFunction)(void (*)(void))accel_append_open, METH_FASTCALL,
      "Size check and write of RecordBatchBuilder.try_append_open in one call."},
+    {"append_tails", (PyCFunction)(void (*)(void))accel_append_tails, METH_FASTCALL,
+     "Append records from pre-encoded tails while they fit (RecordBatchBuilder.append_tails)."},
+    {"partitions_for_offsets", (PyCFunction)(void (*)(void))accel_partitions_for_offsets, METH_FASTCALL,
+     "murmur2 partitions of the byte strings of an Arrow large_binary column."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,29 +13,32 @@ How it works: ``plan_columns`` is the single place that checks column types; it 
 
 ``send_arrow`` then checks the batch's values (no null topic, legal topic names, no negative or
 out-of-range partition, no null header key) before it submits anything, so a bad batch sends
-nothing. It converts column-wise (strings become bytes by a zero-copy cast to binary, then one
-``to_pylist()`` per column) and calls ``producer.send`` once per row. The returned
-``ArrowSendResult`` is a completion handle: ``poll()`` folds finished futures into a
+nothing, and hands the columns of each topic to ``producer.send_columns``: the producer's bulk
+path (``sparkafka/producer/bulk.py``), which partitions and encodes whole columns and appends them
+to the accumulator without a Python object per row. The returned ``ArrowSendResult`` is a
+completion handle over the batches the rows went to: ``poll()`` folds finished batches into a
 ``DeliveryReport`` (counts, bytes, first error and per-partition offset ranges) and releases them;
-``wait()`` blocks until every record is acknowledged or failed. Only ``send``, ``flush`` and
-``partitions_for`` of the producer are used, so the implementation can later move into the
-producer without changing this interface.
+``wait()`` blocks until every record is acknowledged or failed.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka._types import TopicPartition
-from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaTimeoutError
+from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaError, KafkaTimeoutError
+
+if TYPE_CHECKING:
+    from sparkafka.producer.accumulator import BulkSegment
+    from sparkafka.producer.bulk import BulkAppend
+    from sparkafka.producer.future import ProduceRequestResult
 
 __all__ = [
     "ArrowSendResult",
@@ -49,36 +52,13 @@ __all__ = [
 ]
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_HeaderList = list[tuple[str, "bytes | None"]]
-
-
-class RecordMetadataLike(Protocol):
-    """What ``send_arrow`` reads from an acknowledged record's metadata."""
-
-    @property
-    def topic(self) -> str: ...
-
-    @property
-    def partition(self) -> int: ...
-
-    @property
-    def offset(self) -> int: ...
-
-
-class SendFuture(Protocol):
-    """The future returned by ``producer.send``."""
-
-    def done(self) -> bool: ...
-
-    def result(self, timeout: float | None = None) -> Any: ...
 
 
 class ProducerLike(Protocol):
     """The part of ``KafkaProducer`` that ``send_arrow`` uses."""
 
-    def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-             timestamp: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
-             callback: Any = None) -> Any: ...
+    def send_columns(self, topic: str, values: pa.Array, keys: pa.Array | None = None,
+                     headers: pa.Array | None = None, partitions: pa.Array | None = None) -> BulkAppend: ...
 
     def flush(self, timeout: float | None = None) -> None: ...
 
@@ -301,33 +281,6 @@ def _check_partitions(producer: ProducerLike | None, column: str, col: pa.Array,
                 f"(0..{count - 1})")
 
 
-def _bytes_list(arr: pa.Array) -> list[bytes | None]:
-    out: list[bytes | None] = _as_binary(arr).to_pylist()
-    return out
-
-
-def _headers_list(col: pa.Array) -> list[_HeaderList | None]:
-    flat = col.flatten()  # struct array of every header, in row order (sliced to this array)
-    st = flat.type
-    keys = flat.field(st.get_field_index("key"))
-    values = flat.field(st.get_field_index("value"))
-    pairs = list(zip(_plain(keys).to_pylist(), _bytes_list(values)))
-    lengths = pc.list_value_length(col).to_pylist()
-    out: list[_HeaderList | None] = []
-    append = out.append
-    start = 0
-    for n in lengths:
-        if n is None:
-            append(None)
-        elif n == 0:
-            append([])
-        else:
-            end = start + n
-            append(pairs[start:end])
-            start = end
-    return out
-
-
 def _payload_bytes(arr: pa.Array) -> int:
     total = pc.sum(pc.binary_length(_as_binary(arr))).as_py()
     return int(total or 0)
@@ -369,26 +322,32 @@ class DeliveryReport:
     def offset_ranges(self) -> dict[TopicPartition, OffsetRange]:
         return {tp: OffsetRange(r[0], r[1], r[2]) for tp, r in sorted(self._ranges.items())}
 
-    def add_ack(self, topic: str, partition: int, offset: int) -> None:
-        self.acknowledged += 1
-        if offset < 0:  # acks=0: the broker does not say where the record went
+    def add_acks(self, topic: str, partition: int, first_offset: int, count: int) -> None:
+        """``count`` records acknowledged at consecutive offsets from ``first_offset`` (-1: unknown)."""
+        self.acknowledged += count
+        if first_offset < 0:  # acks=0: the broker does not say where the records went
             return
+        last = first_offset + count - 1
         r = self._ranges.get((topic, partition))
         if r is None:
-            self._ranges[(topic, partition)] = [offset, offset, 1]
+            self._ranges[(topic, partition)] = [first_offset, last, count]
             return
-        if offset < r[0]:
-            r[0] = offset
-        elif offset > r[1]:
-            r[1] = offset
-        r[2] += 1
+        if first_offset < r[0]:
+            r[0] = first_offset
+        if last > r[1]:
+            r[1] = last
+        r[2] += count
 
     def add_error(self, exc: BaseException) -> None:
-        self.failed += 1
+        self.add_errors(exc, 1)
+
+    def add_errors(self, exc: BaseException, count: int) -> None:
+        """``count`` records failed with ``exc``."""
+        self.failed += count
         if self.first_error is None:
             self.first_error = exc
         name = type(exc).__name__
-        self.errors[name] = self.errors.get(name, 0) + 1
+        self.errors[name] = self.errors.get(name, 0) + count
 
     def merge(self, other: DeliveryReport) -> None:
         self.records += other.records
@@ -414,16 +373,31 @@ class DeliveryReport:
 
 
 class ArrowSendResult:
-    """Completion handle for the records of one ``send_arrow`` call."""
+    """Completion handle for the records of one ``send_arrow`` call: the segments of batches its rows
+    went to (``(batch result, first index, count)``), folded into a ``DeliveryReport`` as they finish."""
 
-    __slots__ = ("_futures", "_next", "_report")
+    __slots__ = ("_next", "_report", "_segments")
 
-    def __init__(self, futures: list[SendFuture], payload_bytes: int) -> None:
-        self._futures: list[SendFuture] | None = futures
+    def __init__(self, payload_bytes: int = 0) -> None:
+        self._segments: list[BulkSegment] = []
         self._next = 0
         self._report = DeliveryReport()
-        self._report.records = len(futures)
         self._report.bytes = payload_bytes
+
+    def _add(self, rows: int, appended: BulkAppend | None, error: BaseException | None = None) -> None:
+        """Count ``rows`` submitted: those in ``appended``'s segments are pending, the rest failed with
+        ``appended.error`` (or ``error``)."""
+        report = self._report
+        report.records += rows
+        if appended is not None:
+            self._segments += appended.segments
+            error = appended.error
+            unsent = appended.unsent
+        else:
+            unsent = rows
+        if unsent:
+            assert error is not None
+            report.add_errors(error, unsent)
 
     @property
     def records(self) -> int:
@@ -434,29 +408,37 @@ class ArrowSendResult:
         """The report so far (complete once ``done()`` is true)."""
         return self._report
 
-    def _consume(self, future: SendFuture) -> None:
-        try:
-            md = future.result(0)
-        except BaseException as exc:  # the future's own error (a delivery failure)
-            self._report.add_error(exc)
+    def _fold(self, segment: BulkSegment) -> bool:
+        """Add a finished segment to the report; False (nothing added) if it is not finished."""
+        result, first, count = segment
+        report = self._report
+        if result.redirect is not None:  # its batch was split (MESSAGE_TOO_LARGE): follow each record
+            resolved = [result.resolve(first + j) for j in range(count)]
+            if not all(r.completed for r, _ in resolved):
+                return False
+            for r, j in resolved:
+                _fold_one(report, r, j)
+            return True
+        if not result.completed:
+            return False
+        if result.error is None and result.record_errors is None:
+            base = result.base_offset
+            report.add_acks(result.topic, result.partition, base + first if base >= 0 else -1, count)
         else:
-            self._report.add_ack(md.topic, md.partition, md.offset)
+            for j in range(first, first + count):
+                _fold_one(report, result, j)
+        return True
 
     def poll(self) -> bool:
-        """Fold finished futures (in send order) into the report; True once all are finished."""
-        futures = self._futures
-        if futures is None:
-            return True
-        i, n = self._next, len(futures)
-        while i < n:
-            f = futures[i]
-            if not f.done():
-                break
-            self._consume(f)
+        """Fold finished segments (in order) into the report; True once all are finished."""
+        segments = self._segments
+        i, n = self._next, len(segments)
+        while i < n and self._fold(segments[i]):
             i += 1
         self._next = i
         if i == n:
-            self._futures = None
+            self._segments = []
+            self._next = 0
             return True
         return False
 
@@ -468,18 +450,23 @@ class ArrowSendResult:
         (read ``report.failed`` / ``first_error``). Raises ``KafkaTimeoutError`` after ``timeout`` s."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.poll():
-            assert self._futures is not None
-            f = self._futures[self._next]
+            result = self._segments[self._next][0]
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                f.result(remaining)
-            except BaseException:  # delivery errors are collected by poll(); timeouts checked below
-                pass
-            if not f.done():
+            if not result.wait(remaining) and not self.poll():
+                report = self._report
                 raise KafkaTimeoutError(
-                    f"{self._report.records - self._report.acknowledged - self._report.failed} records "
+                    f"{report.records - report.acknowledged - report.failed} records "
                     f"still not acknowledged after {timeout}s")
         return self._report
+
+
+def _fold_one(report: DeliveryReport, result: ProduceRequestResult, index: int) -> None:
+    error = result.error_for(index)
+    if error is None:
+        base = result.base_offset
+        report.add_acks(result.topic, result.partition, base + index if base >= 0 else -1, 1)
+    else:
+        report.add_error(error)
 
 
 # ------------------------------------------------------------------------------------------ send
@@ -496,12 +483,13 @@ def send_arrow(
     partition_column: str | None = "partition",
     headers_column: str | None = "headers",
 ) -> ArrowSendResult:
-    """Send every row of ``batch`` through ``producer.send`` and return a completion handle.
+    """Send every row of ``batch`` through the producer's bulk path and return a completion handle.
 
     ``topic`` (if not None) overrides the topic column. Column types and then the batch's values
-    are checked before the first record is submitted. Exceptions raised by ``producer.send`` itself
-    (closed producer, memory not available within ``max.block.ms``) propagate; records submitted
-    before them stay in flight.
+    are checked before the first record is submitted. Errors before any row was appended (closed
+    producer, metadata not available within ``max.block.ms``, a record too large) are raised; once
+    rows were appended, rows that could not be (memory not available within ``max.block.ms``, the
+    producer closed meanwhile) are counted as failed in the report with that error.
     """
     plan = plan_columns(batch.schema, topic=topic, value_column=value_column, key_column=key_column,
                         topic_column=topic_column, partition_column=partition_column,
@@ -511,41 +499,44 @@ def send_arrow(
 
 def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch) -> ArrowSendResult:
     """``send_arrow`` with a plan already made by ``plan_columns`` (for many batches of one schema)."""
-    n = batch.num_rows
-    if n == 0:
-        return ArrowSendResult([], 0)
+    if batch.num_rows == 0:
+        return ArrowSendResult()
     single, per_row = _check_rows(producer, plan, batch)
-    value_col = batch.column(plan.value)
-    values = _bytes_list(value_col)
-    size = _payload_bytes(value_col)
-    keys: Iterable[bytes | None]
+    size = _payload_bytes(batch.column(plan.value))
     if plan.key is not None:
-        key_col = batch.column(plan.key)
-        keys = _bytes_list(key_col)
-        size += _payload_bytes(key_col)
-    else:
-        keys = itertools.repeat(None, n)
-    send = producer.send
-    futures: list[SendFuture]
-    if plan.partition is None and plan.headers is None and single is not None:
-        futures = [send(single, value=v, key=k) for v, k in zip(values, keys)]
-        return ArrowSendResult(futures, size)
-    topics: Iterable[str] = per_row if per_row is not None else itertools.repeat(str(single), n)
-    parts: Iterable[int | None] = (batch.column(plan.partition).to_pylist() if plan.partition
-                                   else itertools.repeat(None, n))
-    headers: Iterable[_HeaderList | None]
+        size += _payload_bytes(batch.column(plan.key))
     if plan.headers is not None:
-        hcol = batch.column(plan.headers)
-        headers = _headers_list(hcol)
-        flat = hcol.flatten()
+        flat = batch.column(plan.headers).flatten()
         st = flat.type
         size += _payload_bytes(flat.field(st.get_field_index("key")))
         size += _payload_bytes(flat.field(st.get_field_index("value")))
+    result = ArrowSendResult(size)
+    groups: list[tuple[str, pa.RecordBatch]]
+    if single is not None:
+        groups = [(single, batch)]
     else:
-        headers = itertools.repeat(None, n)
-    futures = [send(t, value=v, key=k, partition=p, headers=h)
-               for t, v, k, p, h in zip(topics, values, keys, parts, headers)]
-    return ArrowSendResult(futures, size)
+        assert per_row is not None and plan.topic_column is not None
+        column = _plain(batch.column(plan.topic_column))
+        groups = [(t, batch.filter(pc.equal(column, t))) for t in dict.fromkeys(per_row)]
+    for index, (topic, rows) in enumerate(groups):
+        try:
+            appended = producer.send_columns(
+                topic, rows.column(plan.value),
+                keys=rows.column(plan.key) if plan.key is not None else None,
+                headers=rows.column(plan.headers) if plan.headers is not None else None,
+                partitions=rows.column(plan.partition) if plan.partition is not None else None)
+        except KafkaError as exc:
+            if index == 0:
+                raise  # nothing was submitted: the caller gets the error itself
+            for _, rest in groups[index:]:
+                result._add(rest.num_rows, None, exc)
+            break
+        result._add(rows.num_rows, appended)
+        if appended.error is not None:
+            for _, rest in groups[index + 1:]:
+                result._add(rest.num_rows, None, appended.error)
+            break
+    return result
 
 
 def iter_slices(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from spark_fakes import FakeFuture, FakeProducer
+from spark_fakes import FakeProducer
 
-from sparkafka.arrow_send import ArrowSendResult, plan_columns, send_arrow
-from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaTimeoutError
+from sparkafka import errors
+from sparkafka.arrow_send import ArrowSendResult, OffsetRange, plan_columns, send_arrow
+from sparkafka.errors import (
+    BufferExhaustedError,
+    InvalidRecordInputError,
+    InvalidTopicNameError,
+    KafkaTimeoutError,
+    RecordTooLargeError,
+)
+from sparkafka.producer.bulk import BulkAppend
+from sparkafka.producer.future import ProduceRequestResult
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -84,8 +93,9 @@ def test_partitions_headers_and_topic_column() -> None:
     b = batch(value=pa.array([b"v0", b"v1", b"v2", b"v3"]), topic=pa.array(["x", "y", "x", "y"]),
               partition=pa.array([3, None, 0, 1], pa.int32()), headers=headers)
     report = send_arrow(producer, None, b).wait()
+    # one bulk call per topic, rows in their original order within it
     assert [(s.topic, s.partition, s.headers) for s in producer.sent] == [
-        ("x", 3, [("a", b"1"), ("b", None)]), ("y", None, None), ("x", 0, []), ("y", 1, [("c", b"3")])]
+        ("x", 3, [("a", b"1"), ("b", None)]), ("x", 0, []), ("y", None, None), ("y", 1, [("c", b"3")])]
     assert report.acknowledged == 4
     assert report.bytes == 8 + 3 + 2  # values, header keys, header values
 
@@ -159,7 +169,28 @@ def test_empty_batch_sends_nothing() -> None:
     assert result.done() and result.records == 0 and producer.sent == []
 
 
-def test_result_of_precomputed_futures() -> None:
-    done = FakeFuture(error=ValueError("boom"))
-    report = ArrowSendResult([done], payload_bytes=5).wait()
-    assert (report.records, report.failed, report.bytes) == (1, 1, 5)
+def test_result_of_finished_batches_and_unsent_rows() -> None:
+    ok, bad = ProduceRequestResult("t", 0), ProduceRequestResult("t", 1)
+    ok.done(100, -1)
+    bad.done(-1, -1, ValueError("boom"))
+    result = ArrowSendResult(payload_bytes=5)
+    result._add(6, BulkAppend([(ok, 2, 3), (bad, 0, 1)], 2, BufferExhaustedError("no memory")))
+    report = result.wait()
+    assert (report.records, report.acknowledged, report.failed, report.bytes) == (6, 3, 3, 5)
+    assert report.errors == {"ValueError": 1, "BufferExhaustedError": 2}
+    assert {tp: (r.first, r.last, r.count) for tp, r in report.offset_ranges().items()} == {("t", 0): (102, 104, 3)}
+
+
+def test_a_split_batch_is_followed_record_by_record() -> None:
+    big, left, right = ProduceRequestResult("t", 0), ProduceRequestResult("t", 0), ProduceRequestResult("t", 0)
+    big.set_redirect([0, 2], [left, right])
+    big.done(-1, -1, RecordTooLargeError("split"))
+    result = ArrowSendResult()
+    result._add(4, BulkAppend([(big, 0, 4)], 0, None))
+    left.done(10, -1)
+    assert not result.poll()  # records 2 and 3 live in the right half, still in flight
+    right.done(20, -1, None, {1: errors.error_for_code(87, "bad record")})
+    report = result.wait(1)
+    assert (report.acknowledged, report.failed) == (3, 1)
+    assert report.errors == {"InvalidRecordError": 1}
+    assert report.offset_ranges()[("t", 0)] == OffsetRange(10, 20, 3)

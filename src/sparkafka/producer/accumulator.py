@@ -37,17 +37,29 @@ from typing import NamedTuple, Protocol
 
 from sparkafka._clock import Clock
 from sparkafka._types import ClusterView, Headers, TopicPartition
-from sparkafka.errors import ConfigError, IllegalStateError, ProducerClosedError
+from sparkafka.errors import (
+    BufferExhaustedError,
+    ConfigError,
+    IllegalStateError,
+    KafkaError,
+    ProducerClosedError,
+)
 from sparkafka.net.backoff import ExponentialBackoff
 from sparkafka.producer.buffer_pool import BufferPool
 from sparkafka.producer.cow_map import CopyOnWriteMap
-from sparkafka.producer.future import FutureRecordMetadata, RecordCallback
+from sparkafka.producer.future import FutureRecordMetadata, ProduceRequestResult, RecordCallback
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.record.builder import RecordBatchBuilder, estimate_batch_size_upper_bound
+from sparkafka.record.builder import (
+    MAX_RECORD_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatchBuilder,
+    estimate_batch_size_upper_bound,
+)
 from sparkafka.record.compression import CompressionType
 
 __all__ = [
+    "BulkSegment",
     "NodeLatencyStats",
     "ReadyCheckResult",
     "RecordAccumulator",
@@ -60,6 +72,10 @@ COMPRESSION_RATIO_DETERIORATE_STEP = 0.05
 RETRY_BACKOFF_EXP_BASE = 2
 RETRY_BACKOFF_JITTER = 0.2
 _sleep = time.sleep
+
+
+BulkSegment = tuple[ProduceRequestResult, int, int]
+"""Rows appended by ``append_tails`` to one batch: ``(the batch's result, index of the first, count)``."""
 
 
 class RecordAppendResult(NamedTuple):
@@ -901,6 +917,78 @@ class RecordAccumulator:
 
     def buffer_pool_available_memory(self) -> int:
         return self.pool.available_memory()
+
+
+    # ================================================================================ bulk append
+    def append_tails(
+        self,
+        topic: str,
+        partition: int,
+        offsets: memoryview,
+        data: memoryview,
+        start: int,
+        stop: int,
+        timestamp: int,
+        max_block_ms: float,
+        wakeup: Callable[[], None],
+    ) -> tuple[list[BulkSegment], KafkaError | None]:
+        """The bulk path: append the records whose pre-encoded tails are rows ``[start, stop)`` (see
+        ``RecordBatchBuilder.append_tails``) to one partition, in order: into its open last batch, then
+        into new batches (memory from the pool, each allocation blocking up to ``max_block_ms``).
+
+        Returns the segments covering the rows appended, in row order, and the error that stopped it
+        early (``BufferExhaustedError``, ``ProducerClosedError``), in which case the rows after the
+        segments were not appended. ``wakeup`` is called whenever a batch is ready to send."""
+        pq = self._queue(self._topic_info(topic), topic, partition)
+        dq = pq.deque
+        lock = pq.lock
+        segments: list[BulkSegment] = []
+        buffer: bytearray | None = None
+        i = start
+        try:
+            while True:
+                now = self._clock.monotonic_ms()
+                ready = False
+                if not lock.acquire(False):
+                    _acquire_contended(lock)
+                try:
+                    if self._closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    if buffer is not None and (not dq or dq[-1].builder.is_full()):
+                        info = self._topic_info(topic)
+                        builder = RecordBatchBuilder(buffer, len(buffer), self._compression,
+                                                     self._compression_level, info.compression_ratio)
+                        dq.append(ProducerBatch(pq.tp, builder, now, buffer, True))
+                        self._incomplete.add(dq[-1])
+                        self.batches_created += 1
+                        buffer = None
+                        ready = True  # a new batch: the Sender may be asleep with nothing to time
+                    if dq:
+                        last = dq[-1]
+                        first = last.record_count
+                        count = last.append_tails(offsets, data, i, stop, timestamp, now)
+                        if count:
+                            segments.append((last.result, first, count))
+                            i += count
+                        if i < stop:
+                            last.close_for_appends()
+                        ready = ready or len(dq) > 1 or last.builder.is_full()
+                finally:
+                    lock.release()
+                if ready:
+                    wakeup()
+                if i >= stop:
+                    break
+                if buffer is None:
+                    size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + offsets[i + 1] - offsets[i]
+                    buffer = self.pool.allocate(max(size, self._batch_size), max_block_ms)  # may block
+        except (BufferExhaustedError, ProducerClosedError) as exc:
+            return segments, exc
+        finally:
+            if buffer is not None:
+                self.pool.deallocate(buffer)
+            self.records_appended += i - start
+        return segments, None
 
 
 def _acquire_contended(lock: threading.Lock) -> None:

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
@@ -40,6 +40,9 @@ from .transaction_manager import TransactionManager
 
 if TYPE_CHECKING:
     import pyarrow
+
+    from ..arrow_send import ArrowSendResult
+    from .bulk import BulkAppend
 
 log = logging.getLogger("sparkafka.producer")
 
@@ -240,12 +243,43 @@ class KafkaProducer:
         assert future is not None
         return future
 
-    def send_arrow(self, topic: str | None, batch: pyarrow.RecordBatch, **columns: Any) -> Any:
+    def send_arrow(self, topic: str | None, batch: pyarrow.RecordBatch, **columns: Any) -> ArrowSendResult:
         """Send every row of an Arrow record batch (columns ``value``, ``key``, ``topic``,
-        ``partition``, ``headers``, as in Spark's Kafka sink). See ``sparkafka.arrow_send``."""
+        ``partition``, ``headers``, as in Spark's Kafka sink) through the bulk path, with the same
+        guarantees as ``send()``; returns one completion handle for all rows. See ``sparkafka.arrow_send``."""
         from ..arrow_send import send_arrow
 
         return send_arrow(self, topic, batch, **columns)
+
+    def send_columns(self, topic: str, values: pyarrow.Array, keys: pyarrow.Array | None = None,
+                     headers: pyarrow.Array | None = None, partitions: pyarrow.Array | None = None) -> BulkAppend:
+        """The bulk path for one topic (``producer/bulk.py``): Arrow arrays of values, keys,
+        headers (``list<struct<key, value>>``) and partitions (nulls: the partitioner chooses) of equal
+        length, already checked (``sparkafka.arrow_send`` does that). Raises like ``send()`` before
+        anything is appended; an error after some rows were appended is returned in the result."""
+        from .bulk import append_arrow
+
+        if self._closing:
+            raise self._closed_error()
+        tm = self._tm
+        add: Callable[[int], None] | None = None
+        if tm is not None and (tm.transactional_id is not None or tm.last_error is not None):
+            tm.check_send_allowed()
+            if tm.transactional_id is not None:
+                def add(partition: int) -> None:
+                    tm.maybe_add_partition((topic, partition))
+        block_ms = self._max_block_ms
+        cluster: ClusterView = self._metadata.fetch()
+        n = cluster.partition_count(topic)
+        if n is None:
+            started = self._clock.monotonic_ms()
+            cluster, n = self._wait_on_metadata(topic, None)
+            block_ms = max(0, int(block_ms - (self._clock.monotonic_ms() - started)))
+        return append_arrow(
+            self._accumulator, topic, n, keys, values, headers, partitions,
+            timestamp=_time_ns() // 1_000_000, max_block_ms=block_ms, record_limit=self._record_limit,
+            custom=self._partitioner, ignore_keys=self._ignore_keys, cluster=cluster, wakeup=self._client.wakeup,
+            partition_added=add)
 
     def _check_record_size(self, topic: str, key: bytes | None, value: bytes | None,
                            headers: Sequence[tuple[str, bytes | None]] | None) -> None:

@@ -491,5 +491,16 @@ class ProducerBatch:
 
         return make
 
+    def append_tails(self, offsets: memoryview, data: memoryview, start: int, stop: int, timestamp: int,
+                     now: float) -> int:
+        """The bulk path: append records from pre-encoded tails (``RecordBatchBuilder.append_tails``)
+        while they fit; returns how many. They have no callbacks (the caller tracks them by index
+        range: the first is at ``record_count`` before the call)."""
+        count = self.builder.append_tails(offsets, data, start, stop, timestamp)
+        if count:
+            self.record_count += count
+            self.last_append_ms = now
+        return count
+
     def __repr__(self) -> str:
         return f"ProducerBatch({self.tp[0]}-{self.tp[1]}, records={self.record_count})"

@@ -179,6 +179,8 @@ _encode_record: Callable[[bytearray, int, int, int, int, bytes | None, bytes | N
 """Writes one record without headers (the C version when the accelerator is built)."""
 _c_append_open: Callable[..., int] | None = None if ACCEL is None else ACCEL.append_open
 """``sparkafka._accel.append_open`` when the accelerator is built."""
+_c_append_tails: Callable[..., tuple[int, int]] | None = getattr(ACCEL, "append_tails", None)
+"""``sparkafka._accel.append_tails`` when the accelerator is built."""
 
 
 def _finish_batch(
@@ -475,6 +477,76 @@ class RecordBatchBuilder:
         self._built_state = state
         self.estimated_size_in_bytes = len(built)
         return built
+
+
+    def append_tails(self, offsets: memoryview, data: memoryview, start: int, stop: int, timestamp: int) -> int:
+        """Append records whose tails (``sparkafka.record.arrow_records``) are rows ``[start, stop)`` of
+        ``offsets``/``data``, all with ``timestamp``, as many as fit (``try_append``'s rule; the first
+        record of an empty batch always fits). Returns how many were appended (0 if closed)."""
+        if self._appends_closed or start >= stop:
+            return 0
+        n = self.record_count
+        if not n:
+            self._base_timestamp = timestamp
+        d = timestamp - self._base_timestamp
+        uncompressed = self.uncompressed_bytes
+        factor = self._ratio_factor
+        limit = self._write_limit
+        pos = self._pos
+        if _c_append_tails is not None:
+            buf = self._buf
+            count, written = _c_append_tails(buf, buf is self._buffer, pos, n, d, offsets, data, start, stop,
+                                             uncompressed, self.estimated_size_in_bytes, factor, limit)
+            if count < 0:  # the records that fit would run past the pooled buffer: go private, again
+                self._target(pos + written)
+                count, written = _c_append_tails(self._buf, False, pos, n, d, offsets, data, start, stop,
+                                                 uncompressed, self.estimated_size_in_bytes, factor, limit)
+        else:
+            count, written = self._append_tails_py(offsets, data, start, stop, n, d, uncompressed, limit)
+        if not count:
+            return 0
+        self._pos = pos + written
+        uncompressed += written
+        self.uncompressed_bytes = uncompressed
+        self.estimated_size_in_bytes = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
+        self.record_count = n + count
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        return int(count)
+
+    def _append_tails_py(self, offsets: memoryview, data: memoryview, start: int, stop: int, n: int, d: int,
+                         uncompressed: int, limit: int) -> tuple[int, int]:
+        """``append_tails`` in Python: ``(count, bytes written)``."""
+        V = VARINT
+        N = SMALL
+        tsb = V[d] if 0 <= d < N else zigzag_varint(d)
+        fixed = 1 + len(tsb)
+        factor = self._ratio_factor
+        cap = MAX_UNCOMPRESSED_RATIO * limit
+        estimate = self.estimated_size_in_bytes
+        pieces: list[bytes | memoryview] = []
+        before = uncompressed
+        i = start
+        lo = offsets[i]
+        while i < stop:
+            hi = offsets[i + 1]
+            od = V[n] if n < N else zigzag_varint(n)
+            body = fixed + len(od) + hi - lo
+            total = (1 if body < 64 else 2 if body < 8192 else varint_size(body)) + body
+            if n and (estimate + total > limit or (factor and uncompressed + total > cap)):
+                break
+            pieces += (V[body] if body < N else zigzag_varint(body), b"\x00", tsb, od, data[lo:hi])
+            uncompressed += total
+            estimate = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
+            n += 1
+            i += 1
+            lo = hi
+        written = uncompressed - before
+        if written:
+            pos = self._pos
+            end = pos + written
+            self._target(end)[pos:end] = b"".join(pieces)
+        return i - start, written
 
 
 def set_producer_state(

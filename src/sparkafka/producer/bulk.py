@@ -1,0 +1,215 @@
+"""The bulk path: the rows of Arrow columns appended to the accumulator without a Python object per row.
+
+How it works (``append_arrow``, for the rows of one topic; ``KafkaProducer.send_arrow`` is the caller):
+
+1. **Encode.** ``record.arrow_records.encode_tails`` turns key, value and headers columns into one
+   ``large_binary`` array of record *tails* (everything after a record's offset delta) with Arrow kernels.
+2. **Partition, column-wise** (``choose_partitions``): an explicit partition column wins; else, as in
+   ``send()``, a custom partitioner is asked per row, or a key is hashed with murmur2 (in C straight
+   from the Arrow buffers, or by the pure-Python bulk murmur2), identical to Java; rows left (no key,
+   or ``partitioner.ignore.keys``) go to the KIP-794 sticky partitioner, which here switches partition
+   every ``batch.size`` bytes of rows: each row's chunk number comes from the cumulative sum of the
+   record sizes, and the topic's ``BuiltInPartitioner`` draws one partition per chunk (so adaptive
+   load stats and unavailable partitions count as they do for ``send()``).
+3. **Group.** A stable sort by partition puts each partition's rows next to each other in their original
+   order (one ``take`` of the tails); a batch that goes to one partition is not sorted.
+4. **Append.** ``RecordAccumulator.append_tails`` copies each partition's run into its batches (the
+   open last batch, then new ones from the buffer pool, blocking up to ``max.block.ms``); the Sender
+   then sends them like any others: same idempotence, ordering, retries, timeouts and transactions.
+
+The result is a ``BulkAppend``: one ``(batch result, first index, count)`` segment per batch touched
+instead of a future per record, plus, if memory ran out or the producer closed part way, the error and
+the number of rows not appended. Everything that can be checked is checked before the first append.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkafka._types import ClusterView
+from sparkafka.accel import ACCEL
+from sparkafka.errors import InvalidRecordInputError, KafkaError, RecordTooLargeError
+from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
+from sparkafka.producer.murmur2 import murmur2_partitions
+from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner
+from sparkafka.record.arrow_records import as_large_binary, encode_tails, tail_buffers
+from sparkafka.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+
+__all__ = ["BulkAppend", "append_arrow", "choose_partitions", "key_partitions"]
+
+_c_partitions: Callable[..., bytearray] | None = getattr(ACCEL, "partitions_for_offsets", None)
+_RECORD_PREFIX = 4
+"""Typical bytes of a record before its tail (length, attributes, timestamp and offset deltas), for
+the sticky partitioner's byte count."""
+
+
+class BulkAppend(NamedTuple):
+    segments: list[BulkSegment]
+    """The rows appended, batch by batch (per partition in row order)."""
+    unsent: int
+    """Rows not appended because of ``error``."""
+    error: KafkaError | None
+
+
+def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
+    """murmur2 partition of each key as an int32 array, -1 where the key is null."""
+    if num_partitions < 1:
+        raise InvalidRecordInputError(f"num_partitions must be >= 1, got {num_partitions}")
+    keys = as_large_binary(keys)
+    if _c_partitions is not None:
+        offsets, data, first = tail_buffers(keys)
+        raw = _c_partitions(offsets, data, first, len(keys), num_partitions)
+        parts = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(raw)])
+        if keys.null_count:
+            parts = pc.if_else(keys.is_valid(), parts, pa.scalar(-1, pa.int32()))
+        return parts
+    return pa.array(murmur2_partitions(keys.to_pylist(), num_partitions), pa.int32())
+
+
+def _sticky_partitions(parts: pa.Array, sizes: pa.Array, partitioner: BuiltInPartitioner,
+                       cluster: ClusterView) -> pa.Array:
+    """``parts`` with every -1 replaced by the sticky partitioner's choice (see the module docstring)."""
+    mask = pc.equal(parts, -1)
+    count = pc.sum(mask).as_py() or 0
+    if not count:
+        return parts
+    every = count == len(parts)
+    row_sizes = sizes if every else pc.filter(sizes, mask)
+    ends = pc.cumulative_sum(row_sizes)
+    starts = pc.subtract(ends, row_sizes)
+    chunk_bytes = partitioner.sticky_batch_size
+    info = partitioner.peek_current_partition_info(cluster)
+    chunks = pc.divide(pc.add(starts, info.produced_bytes), chunk_bytes)
+    last_chunk = int(chunks[-1].as_py())
+    chosen = [info.partition]
+    for _ in range(last_chunk):
+        partitioner.update_partition_info(info, max(0, chunk_bytes - info.produced_bytes), cluster, True)
+        info = partitioner.peek_current_partition_info(cluster)
+        chosen.append(info.partition)
+    total = int(ends[-1].as_py())
+    tail_bytes = total if not last_chunk else total - int(starts[pc.index(chunks, last_chunk).as_py()].as_py())
+    # The last chunk's bytes count towards the next switch (deferred until its batch is full, as in send()).
+    partitioner.update_partition_info(info, tail_bytes, cluster, False)
+    sticky = pc.take(pa.array(chosen, pa.int32()), chunks)
+    return sticky if every else pc.replace_with_mask(parts, mask, sticky)
+
+
+def choose_partitions(
+    topic: str,
+    num_partitions: int,
+    tails: pa.Array,
+    keys: pa.Array | None,
+    values: pa.Array,
+    partitions: pa.Array | None,
+    *,
+    custom: Partitioner | None,
+    ignore_keys: bool,
+    sticky: BuiltInPartitioner,
+    cluster: ClusterView,
+) -> pa.Array:
+    """The partition of every row (int32, no nulls); the sticky partitioner advances as it is used."""
+    n = len(tails)
+    explicit = None
+    if partitions is not None and partitions.null_count < n:
+        explicit = pc.cast(partitions, pa.int32())
+        low, high = pc.min_max(explicit).values()
+        if low.as_py() < 0 or high.as_py() >= num_partitions:
+            raise InvalidRecordInputError(
+                f"partition column values must be in 0..{num_partitions - 1} for topic {topic!r} "
+                f"(found {low.as_py()}..{high.as_py()})")
+        if not explicit.null_count:
+            return explicit
+    if custom is not None:
+        key_list = [None] * n if keys is None else as_large_binary(keys).to_pylist()
+        value_list = as_large_binary(values).to_pylist()
+        chosen: list[int] = []
+        for key, value in zip(key_list, value_list):
+            p = custom.partition(topic, None, key, None, value, cluster)
+            if type(p) is not int or not 0 <= p < num_partitions:
+                raise InvalidRecordInputError(
+                    f"the partitioner returned partition {p!r} for topic {topic!r}, which has "
+                    f"{num_partitions} partitions")
+            chosen.append(p)
+        parts = pa.array(chosen, pa.int32())
+    elif keys is not None and not ignore_keys:
+        parts = key_partitions(keys, num_partitions)
+    else:
+        parts = pa.nulls(n, pa.int32()).fill_null(-1)
+    if explicit is not None:
+        parts = pc.if_else(explicit.is_valid(), explicit, parts)
+    sizes = pc.add(pc.binary_length(tails), _RECORD_PREFIX)
+    return _sticky_partitions(parts, sizes, sticky, cluster)
+
+
+def _groups(parts: pa.Array) -> tuple[pa.Array | None, list[tuple[int, int, int]]]:
+    """``(stable order or None if one partition, [(partition, start, stop)] in that order)``."""
+    low, high = pc.min_max(parts).values()
+    if low.as_py() == high.as_py():
+        return None, [(int(low.as_py()), 0, len(parts))]
+    counts = pc.value_counts(parts)
+    runs = sorted(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+    groups = []
+    start = 0
+    for partition, count in runs:
+        groups.append((int(partition), start, start + int(count)))
+        start += int(count)
+    return pc.sort_indices(parts), groups
+
+
+def append_arrow(
+    accumulator: RecordAccumulator,
+    topic: str,
+    num_partitions: int,
+    keys: pa.Array | None,
+    values: pa.Array,
+    headers: pa.Array | None,
+    partitions: pa.Array | None,
+    *,
+    timestamp: int,
+    max_block_ms: float,
+    record_limit: int,
+    custom: Partitioner | None,
+    ignore_keys: bool,
+    cluster: ClusterView,
+    wakeup: Callable[[], None],
+    partition_added: Callable[[int], None] | None = None,
+) -> BulkAppend:
+    """Append the rows (all for ``topic``) to the accumulator; see the module docstring.
+
+    ``record_limit`` is ``min(max.request.size, buffer.memory)``: a row whose record could be larger
+    raises ``RecordTooLargeError`` (naming the row) before anything is appended. ``partition_added``
+    is called with each partition before its first append (transactions add the partition)."""
+    n = len(values)
+    if not n:
+        return BulkAppend([], 0, None)
+    tails = encode_tails(keys, values, headers)
+    lengths = pc.binary_length(tails)
+    longest = int(pc.max(lengths).as_py())
+    if RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest > record_limit:
+        row = pc.index(lengths, longest).as_py()
+        raise RecordTooLargeError(
+            f"row {row} to topic {topic!r} is about {RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest} "
+            f"bytes as a record batch, which is larger than the limit of {record_limit} bytes "
+            "(min of max.request.size and buffer.memory)")
+    parts = choose_partitions(topic, num_partitions, tails, keys, values, partitions, custom=custom,
+                              ignore_keys=ignore_keys, sticky=accumulator.built_in_partitioner(topic),
+                              cluster=cluster)
+    order, groups = _groups(parts)
+    if order is not None:
+        tails = pc.take(tails, order)
+    offsets, data, first = tail_buffers(tails)
+    segments: list[BulkSegment] = []
+    for partition, start, stop in groups:
+        if partition_added is not None:
+            partition_added(partition)
+        done, error = accumulator.append_tails(topic, partition, offsets, data, first + start, first + stop,
+                                               timestamp, max_block_ms, wakeup)
+        segments += done
+        if error is not None:
+            appended = sum(count for _, _, count in done)
+            return BulkAppend(segments, n - start - appended, error)
+    return BulkAppend(segments, 0, None)

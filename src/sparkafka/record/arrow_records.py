@@ -1,0 +1,128 @@
+"""Record bodies for whole Arrow columns at once (the bulk path's encoder; needs ``pyarrow``).
+
+How it works: a v2 record is ``length, attributes, timestampDelta, offsetDelta`` followed by what this
+module calls its *tail*: ``keyLength, key, valueLength, value, headerCount, headers`` (facts §1.4).
+Only the first four fields depend on where the record lands in its batch; the tail depends on the row
+alone. ``encode_tails`` builds the tails of every row of an Arrow batch with Arrow compute kernels
+(no Python object per row): lengths become zigzag varints by ``take`` from a table of ready-made
+encodings (index ``length + 1``, so a null's -1 is index 0), and the pieces are concatenated per row
+by ``binary_join_element_wise``. Headers (``list<struct<key, value>>``) are encoded per header the
+same way, then joined per row with ``binary_join`` over a list array built on the column's own
+offsets. The result is one ``large_binary`` array: its offsets and data buffers are what the batch
+builder (``RecordBatchBuilder.append_tails``) copies into batches, so a row's bytes are written once.
+Pure functions of their inputs: no sockets, threads or clocks.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkafka.errors import InvalidRecordInputError
+from sparkafka.record._varint import zigzag_varint
+
+__all__ = ["as_large_binary", "encode_tails", "tail_buffers"]
+
+_EMPTY = pa.scalar(b"", pa.large_binary())
+_NO_HEADERS = pa.scalar(b"\x00", pa.large_binary())
+_MAX_TABLE = 1 << 31
+"""Lengths are int32 in the record format."""
+
+
+class _VarintTable:
+    """``table[i]`` is the zigzag varint of ``i - 1``, grown on demand (powers of two)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._table = self._build(1 << 12)
+
+    @staticmethod
+    def _build(size: int) -> pa.Array:
+        return pa.array([zigzag_varint(i - 1) for i in range(size)], pa.large_binary())
+
+    def encode(self, lengths: pa.Array) -> pa.Array:
+        """The varint of each length, with null lengths encoded as -1 (``b"\\x01"``)."""
+        index = pc.fill_null(pc.add(pc.cast(lengths, pa.int64()), 1), 0)
+        table = self._table
+        if len(index):
+            top = pc.max(index).as_py()
+            if top >= len(table):
+                if top >= _MAX_TABLE:
+                    raise InvalidRecordInputError(f"a key, value or header is {top - 1} bytes; the limit is 2^31-1")
+                with self._lock:
+                    size = len(self._table)
+                    while size <= top:
+                        size *= 2
+                    if size > len(self._table):
+                        self._table = self._build(size)
+                    table = self._table
+        return pc.take(table, index)
+
+
+_VARINTS = _VarintTable()
+
+
+def as_large_binary(arr: pa.Array) -> pa.Array:
+    """The same bytes as a ``large_binary`` array (dictionary-decoded; strings are UTF-8 already)."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if not pa.types.is_large_binary(arr.type):
+        arr = arr.cast(pa.large_binary())
+    return arr
+
+
+def _length_and_bytes(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(varint of each length or -1, the bytes with nulls as empty)."""
+    data = as_large_binary(arr)
+    return _VARINTS.encode(pc.binary_length(data)), pc.fill_null(data, _EMPTY)
+
+
+def _encode_headers(col: pa.Array) -> pa.Array:
+    """Per row: header count varint + every header (``keyLength key valueLength value``)."""
+    if pa.types.is_large_list(col.type):
+        list_type = pa.LargeListArray
+    else:
+        list_type = pa.ListArray
+    items = col.values  # every header of the unsliced column; the offsets below select each row's
+    kind = items.type
+    children = items.flatten()
+    keys = children[kind.get_field_index("key")]
+    values = children[kind.get_field_index("value")]
+    key_len, key_bytes = _length_and_bytes(keys)
+    value_len, value_bytes = _length_and_bytes(values)
+    pieces = pc.binary_join_element_wise(key_len, key_bytes, value_len, value_bytes, _EMPTY)
+    per_row = list_type.from_arrays(col.offsets, pieces, mask=col.is_null())
+    joined = pc.fill_null(pc.binary_join(per_row, _EMPTY), _EMPTY)
+    counts = _VARINTS.encode(pc.fill_null(pc.list_value_length(col), 0))
+    return pc.binary_join_element_wise(counts, joined, _EMPTY)
+
+
+def encode_tails(keys: pa.Array | None, values: pa.Array, headers: pa.Array | None = None) -> pa.Array:
+    """The tail of each row's record (see the module docstring) as a ``large_binary`` array.
+
+    ``keys`` and ``values`` are string or binary arrays (any width, dictionary-encoded or not; nulls
+    are null keys/values), ``headers`` a ``list<struct<key: string, value: binary>>`` array whose
+    header keys are not null (checked by the caller). All arrays have the same length.
+    """
+    parts: list[pa.Array | pa.Scalar] = []
+    if keys is None:
+        parts.append(pa.scalar(b"\x01", pa.large_binary()))
+    else:
+        parts += _length_and_bytes(keys)
+    parts += _length_and_bytes(values)
+    parts.append(_NO_HEADERS if headers is None else _encode_headers(headers))
+    tails = pc.binary_join_element_wise(*parts, _EMPTY)
+    if not isinstance(tails, pa.Array):  # every part a scalar cannot happen (values is an array)
+        raise TypeError("encode_tails needs array inputs")
+    return tails
+
+
+def tail_buffers(tails: pa.Array) -> tuple[memoryview, memoryview, int]:
+    """``(offsets, data, first)`` of a ``large_binary`` array: row ``i``'s bytes are
+    ``data[offsets[first + i]:offsets[first + i + 1]]`` (``offsets`` is an int64 view, Arrow's
+    little-endian layout read in native order: the supported platforms are little-endian)."""
+    _, offsets, data = tails.buffers()
+    return (memoryview(offsets).cast("B").cast("q"),
+            memoryview(data).cast("B") if data is not None else memoryview(b""), tails.offset)
