@@ -18,8 +18,11 @@ rates do not depend on the count once batches are flowing.
 Workloads: ``keyed-100`` (8-byte keys, 100-byte values), ``keyed-100-lz4``, ``keyed-1k`` (1 KB
 values), ``keyless-100`` (sticky partitioning), ``threads-2/4/8`` (keyed-100 from N threads sharing
 one producer; sparkafka and confluent-kafka), ``arrow`` (10,000-row Arrow batches:
-``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka). Settings for every
-client: acks=all, idempotence on, linger.ms=5, batch size 16384, compression none (lz4 where named).
+``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka), ``arrow-256k`` (the same
+with batch.size 262144 for both clients: with 16 KB batches the embedded Tansu spends about as much CPU
+per batch as the bulk path itself, so the broker, not the client, sets the pace). Settings for every
+client: acks=all, idempotence on, linger.ms=5, batch size 16384 (unless named), compression none (lz4
+where named).
 
 Output: a table per workload with each client's numbers and the ratio of sparkafka to each peer,
 saved with the raw results under ``--out`` (``results.json``, ``results.md``) and a PNG chart
@@ -60,6 +63,7 @@ class Workload:
     compression: str = "none"
     threads: int = 1
     arrow: bool = False
+    batch_size: int = 16384
     clients: tuple[str, ...] = ALL_CLIENTS
     records_fast: int = 2_000_000
     """Records for sparkafka and confluent-kafka."""
@@ -82,6 +86,8 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("threads-8", "keyed-100 from 8 threads", threads=8, clients=("sparkafka", "confluent")),
     Workload("arrow", "keyed-100 from 10,000-row Arrow batches", arrow=True,
              clients=("sparkafka", "confluent")),
+    Workload("arrow-256k", "keyed-100 from 10,000-row Arrow batches, batch.size 262144 for both clients",
+             arrow=True, batch_size=262144, clients=("sparkafka", "confluent"), records_fast=4_000_000),
 )
 
 
@@ -129,7 +135,7 @@ def run_one(broker: Broker, workload: Workload, client: str, scale: float) -> di
            "--bootstrap-servers", broker.servers, "--topic", topic,
            "--records", str(workload.records(client, scale)), "--value-size", str(workload.value_size),
            "--key-size", str(workload.key_size), "--compression", workload.compression,
-           "--threads", str(workload.threads)]
+           "--threads", str(workload.threads), "--batch-size", str(workload.batch_size)]
     if workload.arrow:
         cmd.append("--arrow")
     try:

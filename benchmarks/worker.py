@@ -122,7 +122,7 @@ def run_sparkafka(run: Run) -> dict[str, Any]:
     a = run.args
     producer = KafkaProducer({"bootstrap.servers": a.bootstrap_servers, "acks": "all",
                               "enable.idempotence": True, "linger.ms": LINGER_MS,
-                              "batch.size": BATCH_SIZE, "compression.type": a.compression})
+                              "batch.size": a.batch_size, "compression.type": a.compression})
     try:
         producer.partitions_for(run.topic)
         if a.arrow:
@@ -183,7 +183,7 @@ def run_confluent(run: Run) -> dict[str, Any]:
 
     a = run.args
     producer = Producer({"bootstrap.servers": a.bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": LINGER_MS, "batch.size": BATCH_SIZE,
+                         "enable.idempotence": True, "linger.ms": LINGER_MS, "batch.size": a.batch_size,
                          "compression.type": a.compression})
     producer.list_topics(run.topic, timeout=30)
     stats = run.stats
@@ -285,7 +285,7 @@ def run_kafka_python(run: Run) -> dict[str, Any]:
 
     a = run.args
     producer = KafkaProducer(bootstrap_servers=a.bootstrap_servers, acks="all", enable_idempotence=True,
-                             linger_ms=LINGER_MS, batch_size=BATCH_SIZE,
+                             linger_ms=LINGER_MS, batch_size=a.batch_size,
                              compression_type=None if a.compression == "none" else a.compression)
     producer.partitions_for(run.topic)
     stats = run.stats
@@ -350,7 +350,7 @@ def run_aiokafka(run: Run) -> dict[str, Any]:
     async def main() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=a.bootstrap_servers, acks="all",
                                     enable_idempotence=a.aiokafka_idempotence, linger_ms=LINGER_MS,
-                                    max_batch_size=BATCH_SIZE,
+                                    max_batch_size=a.batch_size,
                                     compression_type=None if a.compression == "none" else a.compression)
         await producer.start()
         try:
@@ -392,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--compression", choices=("none", "lz4"), default="none")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--arrow", action="store_true")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="batch.size for every client")
     parser.add_argument("--sample-every", type=int, default=None)
     parser.add_argument("--aiokafka-idempotence", action="store_true",
                         help="enable idempotence in aiokafka (off by default: Tansu answers aiokafka's "
