@@ -34,6 +34,8 @@ import pyarrow.compute as pc
 
 from sparkafka._types import TopicPartition
 from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaError, KafkaTimeoutError
+from sparkafka.producer.bulk import check_record_sizes
+from sparkafka.record.arrow_records import encode_tails
 
 if TYPE_CHECKING:
     from sparkafka.producer.accumulator import BulkSegment
@@ -63,6 +65,11 @@ class ProducerLike(Protocol):
     def flush(self, timeout: float | None = None) -> None: ...
 
     def partitions_for(self, topic: str) -> list[int]: ...
+
+    @property
+    def record_limit(self) -> int:
+        """The largest record batch accepted: ``min(max.request.size, buffer.memory)``."""
+        ...
 
 
 # ------------------------------------------------------------------------------------------ schema
@@ -203,6 +210,29 @@ def _as_binary(arr: pa.Array) -> pa.Array:
     if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
         return arr.cast(pa.large_binary())
     return arr
+
+
+def _large(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    return t
+
+
+def _without_views(arr: pa.Array) -> pa.Array:
+    """``arr`` with string/binary views (also inside headers) cast to large types: Arrow has no
+    ``take``/``filter``/``equal`` kernels for views."""
+    t = arr.type
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_type
+        fields = [pa.field(f.name, _large(f.type)) for f in item]
+        if all(f.type == g.type for f, g in zip(item, fields)):
+            return arr
+        struct = pa.struct(fields)
+        return arr.cast(pa.list_(struct) if pa.types.is_list(t) else pa.large_list(struct))
+    large = _large(t)
+    return arr if large == t else arr.cast(large)
 
 
 def _first_null(arr: pa.Array) -> int:
@@ -516,8 +546,15 @@ def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch
         groups = [(single, batch)]
     else:
         assert per_row is not None and plan.topic_column is not None
-        column = _plain(batch.column(plan.topic_column))
-        groups = [(t, batch.filter(pc.equal(column, t))) for t in dict.fromkeys(per_row)]
+        column = _without_views(_plain(batch.column(plan.topic_column)))
+        used = [name for name in (plan.value, plan.key, plan.headers, plan.partition) if name is not None]
+        rows = pa.RecordBatch.from_arrays([_without_views(batch.column(name)) for name in used], names=used)
+        # Size limits are checked for every row before the first topic's rows are sent.
+        check_record_sizes(
+            encode_tails(rows.column(plan.key) if plan.key is not None else None, rows.column(plan.value),
+                         rows.column(plan.headers) if plan.headers is not None else None),
+            f"topic column {plan.topic_column!r}", producer.record_limit)
+        groups = [(t, rows.filter(pc.equal(column, t))) for t in dict.fromkeys(per_row)]
     for index, (topic, rows) in enumerate(groups):
         try:
             appended = producer.send_columns(

@@ -96,5 +96,9 @@ class FakeProducer:
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self.partitions))
 
+    @property
+    def record_limit(self) -> int:
+        return 1048576
+
     def close(self, timeout: float | None = None) -> None:
         self.closed = True

@@ -39,7 +39,7 @@ from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner
 from sparkafka.record.arrow_records import as_large_binary, encode_tails, tail_buffers
 from sparkafka.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
-__all__ = ["BulkAppend", "append_arrow", "choose_partitions", "key_partitions"]
+__all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partitions", "key_partitions"]
 
 _c_partitions: Callable[..., bytearray] | None = getattr(ACCEL, "partitions_for_offsets", None)
 _RECORD_PREFIX = 4
@@ -115,19 +115,23 @@ def choose_partitions(
     n = len(tails)
     explicit = None
     if partitions is not None and partitions.null_count < n:
-        explicit = pc.cast(partitions, pa.int32())
-        low, high = pc.min_max(explicit).values()
+        low, high = pc.min_max(partitions).values()  # checked before the cast: it could overflow int32
         if low.as_py() < 0 or high.as_py() >= num_partitions:
             raise InvalidRecordInputError(
                 f"partition column values must be in 0..{num_partitions - 1} for topic {topic!r} "
                 f"(found {low.as_py()}..{high.as_py()})")
+        explicit = pc.cast(partitions, pa.int32())
         if not explicit.null_count:
             return explicit
     if custom is not None:
         key_list = [None] * n if keys is None else as_large_binary(keys).to_pylist()
         value_list = as_large_binary(values).to_pylist()
+        asked = explicit.is_null().to_pylist() if explicit is not None else None
         chosen: list[int] = []
-        for key, value in zip(key_list, value_list):
+        for i, (key, value) in enumerate(zip(key_list, value_list)):
+            if asked is not None and not asked[i]:
+                chosen.append(-1)  # an explicit partition: as in send(), the partitioner is not asked
+                continue
             p = custom.partition(topic, None, key, None, value, cluster)
             if type(p) is not int or not 0 <= p < num_partitions:
                 raise InvalidRecordInputError(
@@ -143,6 +147,21 @@ def choose_partitions(
         parts = pc.if_else(explicit.is_valid(), explicit, parts)
     sizes = pc.add(pc.binary_length(tails), _RECORD_PREFIX)
     return _sticky_partitions(parts, sizes, sticky, cluster)
+
+
+def check_record_sizes(tails: pa.Array, where: str, record_limit: int) -> None:
+    """Raise ``RecordTooLargeError`` naming the first row whose record (tail plus the most a record and
+    its batch can add) is larger than ``record_limit`` = ``min(max.request.size, buffer.memory)``."""
+    if not len(tails):
+        return
+    lengths = pc.binary_length(tails)
+    longest = int(pc.max(lengths).as_py())
+    size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest
+    if size > record_limit:
+        row = pc.index(lengths, longest).as_py()
+        raise RecordTooLargeError(
+            f"row {row} to {where} is about {size} bytes as a record batch, which is larger than the "
+            f"limit of {record_limit} bytes (min of max.request.size and buffer.memory)")
 
 
 def _groups(parts: pa.Array) -> tuple[pa.Array | None, list[tuple[int, int, int]]]:
@@ -187,14 +206,7 @@ def append_arrow(
     if not n:
         return BulkAppend([], 0, None)
     tails = encode_tails(keys, values, headers)
-    lengths = pc.binary_length(tails)
-    longest = int(pc.max(lengths).as_py())
-    if RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest > record_limit:
-        row = pc.index(lengths, longest).as_py()
-        raise RecordTooLargeError(
-            f"row {row} to topic {topic!r} is about {RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest} "
-            f"bytes as a record batch, which is larger than the limit of {record_limit} bytes "
-            "(min of max.request.size and buffer.memory)")
+    check_record_sizes(tails, f"topic {topic!r}", record_limit)
     parts = choose_partitions(topic, num_partitions, tails, keys, values, partitions, custom=custom,
                               ignore_keys=ignore_keys, sticky=accumulator.built_in_partitioner(topic),
                               cluster=cluster)

@@ -251,6 +251,12 @@ class KafkaProducer:
 
         return send_arrow(self, topic, batch, **columns)
 
+    @property
+    def record_limit(self) -> int:
+        """The largest record (as a one-record batch) ``send()`` accepts: ``min(max.request.size,
+        buffer.memory)``."""
+        return self._record_limit
+
     def send_columns(self, topic: str, values: pyarrow.Array, keys: pyarrow.Array | None = None,
                      headers: pyarrow.Array | None = None, partitions: pyarrow.Array | None = None) -> BulkAppend:
         """The bulk path for one topic (``producer/bulk.py``): Arrow arrays of values, keys,

@@ -15,8 +15,6 @@ Pure functions of their inputs: no sockets, threads or clocks.
 
 from __future__ import annotations
 
-import threading
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,36 +27,31 @@ _EMPTY = pa.scalar(b"", pa.large_binary())
 _NO_HEADERS = pa.scalar(b"\x00", pa.large_binary())
 _MAX_TABLE = 1 << 31
 """Lengths are int32 in the record format."""
+_TABLE_SIZE = 1 << 14
 
 
 class _VarintTable:
-    """``table[i]`` is the zigzag varint of ``i - 1``, grown on demand (powers of two)."""
+    """``table[i]`` is the zigzag varint of ``i - 1`` for ``i < 2**14`` (lengths up to 16 KB - 2). Longer
+    lengths (each such row holds >= 16 KB, so there are few) are encoded one by one in Python: a table
+    grown to the longest value would cost seconds and hundreds of MB for a value of a few MB."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._table = self._build(1 << 12)
-
-    @staticmethod
-    def _build(size: int) -> pa.Array:
-        return pa.array([zigzag_varint(i - 1) for i in range(size)], pa.large_binary())
+        self._table = pa.array([zigzag_varint(i - 1) for i in range(_TABLE_SIZE)], pa.large_binary())
 
     def encode(self, lengths: pa.Array) -> pa.Array:
         """The varint of each length, with null lengths encoded as -1 (``b"\\x01"``)."""
         index = pc.fill_null(pc.add(pc.cast(lengths, pa.int64()), 1), 0)
         table = self._table
-        if len(index):
-            top = pc.max(index).as_py()
-            if top >= len(table):
-                if top >= _MAX_TABLE:
-                    raise InvalidRecordInputError(f"a key, value or header is {top - 1} bytes; the limit is 2^31-1")
-                with self._lock:
-                    size = len(self._table)
-                    while size <= top:
-                        size *= 2
-                    if size > len(self._table):
-                        self._table = self._build(size)
-                    table = self._table
-        return pc.take(table, index)
+        top = pc.max(index).as_py() if len(index) else 0
+        if top < _TABLE_SIZE:
+            return pc.take(table, index)
+        if top >= _MAX_TABLE:
+            raise InvalidRecordInputError(f"a key, value or header is {top - 1} bytes; the limit is 2^31-1")
+        big = pc.greater_equal(index, _TABLE_SIZE)
+        out = pc.take(table, pc.if_else(big, 0, index))
+        long_lengths = pc.filter(index, big).to_pylist()
+        return pc.replace_with_mask(out, big, pa.array([zigzag_varint(i - 1) for i in long_lengths],
+                                                       pa.large_binary()))
 
 
 _VARINTS = _VarintTable()
@@ -93,8 +86,11 @@ def _encode_headers(col: pa.Array) -> pa.Array:
     key_len, key_bytes = _length_and_bytes(keys)
     value_len, value_bytes = _length_and_bytes(values)
     pieces = pc.binary_join_element_wise(key_len, key_bytes, value_len, value_bytes, _EMPTY)
-    per_row = list_type.from_arrays(col.offsets, pieces, mask=col.is_null())
-    joined = pc.fill_null(pc.binary_join(per_row, _EMPTY), _EMPTY)
+    # No null mask here: ``from_arrays`` refuses one with the offsets of a sliced column. A null row may
+    # still span headers (Arrow allows it), so its joined bytes are blanked afterwards.
+    joined = pc.binary_join(list_type.from_arrays(col.offsets, pieces), _EMPTY)
+    if col.null_count:
+        joined = pc.if_else(col.is_valid(), joined, _EMPTY)
     counts = _VARINTS.encode(pc.fill_null(pc.list_value_length(col), 0))
     return pc.binary_join_element_wise(counts, joined, _EMPTY)
 

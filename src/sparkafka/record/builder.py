@@ -420,8 +420,12 @@ class RecordBatchBuilder:
     def records(self) -> list[RecordTuple]:
         """The appended records as ``(timestamp, key, value, headers)``, in order (decoded from the
         stored bytes; headers None when a record has none). For splitting a batch."""
-        from sparkafka.record.reader import _decode_records  # the reader imports this module
+        from sparkafka.record.reader import _decode_records, decode_batch  # the reader imports this module
 
+        built = self._built
+        if built is not None and len(built) and self._compression != CompressionType.NONE:
+            # close() compressed the records in place: decode the built batch instead
+            return [(r.timestamp, r.key, r.value, r.headers or None) for r in decode_batch(built).records]
         raw = bytes(memoryview(self._buf)[RECORD_BATCH_OVERHEAD:self._pos])
         return [(r.timestamp, r.key, r.value, r.headers or None)
                 for r in _decode_records(raw, self.record_count, 0, self._base_timestamp, None)]

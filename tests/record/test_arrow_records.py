@@ -1,0 +1,563 @@
+"""The bulk Arrow encoder: ``encode_tails`` + ``RecordBatchBuilder.append_tails`` == ``try_append``.
+
+How it works: every test builds the same records twice, once row by row with ``try_append`` (the
+reference, already checked against Kafka's golden bytes elsewhere) and once from Arrow columns through
+``encode_tails`` and ``append_tails``, and compares the closed batches byte for byte, the number of
+records that fit a write limit (fill until refused), the size estimates, and what the reader decodes.
+Inputs cover null / empty / unicode / long (> 64 and > 8192 bytes) keys and values, every header shape
+(none, null list, empty list, several, null and string values), string / large / view / dictionary
+column types and sliced arrays and record batches. Each test runs on both implementations of
+``append_tails``: the C accelerator (``impl == "c"``) and the Python loop (``_c_append_tails`` patched
+to None).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkafka.record.builder as builder_module
+from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch
+from sparkafka.record.arrow_records import encode_tails, tail_buffers
+
+TS = 1_700_000_000_000
+
+Text = str | bytes
+Header = tuple[str, Text | None]
+Row = tuple[Text | None, Text | None, list[Header] | None]
+
+
+def _b(x: Text | None) -> bytes | None:
+    return x.encode() if isinstance(x, str) else x
+
+
+def _ref_headers(headers: list[Header] | None) -> list[tuple[str, bytes | None]] | None:
+    return None if headers is None else [(k, _b(v)) for k, v in headers]
+
+
+# ---------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(params=["c", "py"])
+def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test on the C ``append_tails`` and on ``RecordBatchBuilder._append_tails_py``."""
+    if request.param == "c":
+        if builder_module._c_append_tails is None:
+            pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    else:
+        monkeypatch.setattr(builder_module, "_c_append_tails", None)
+    return str(request.param)
+
+
+# ---------------------------------------------------------------------------------------- arrow input
+
+TEXT_TYPES = ["string", "large_string", "string_view", "dict_string"]
+BYTES_TYPES = ["binary", "large_binary", "binary_view", "dict_binary"]
+
+
+def _column(items: Sequence[Text | None], kind: str) -> pa.Array:
+    """``items`` as an Arrow array of ``kind`` (text kinds take str, bytes kinds take bytes)."""
+    if kind.startswith("dict_"):
+        return pa.array(items, getattr(pa, kind[5:])()).dictionary_encode()
+    return pa.array(items, getattr(pa, kind)())
+
+
+def _header_column(rows: Sequence[list[Header] | None], value_kind: str, large: bool,
+                   key_kind: str = "string") -> pa.Array:
+    """``list<struct<key: key_kind, value: value_kind>>`` (``large_list`` if ``large``)."""
+    flat_keys: list[str] = []
+    flat_values: list[Text | None] = []
+    offsets = [0]
+    for row in rows:
+        for k, v in row or ():
+            flat_keys.append(k)
+            flat_values.append(v)
+        offsets.append(len(flat_keys))
+    items = pa.StructArray.from_arrays([_column(flat_keys, key_kind), _column(flat_values, value_kind)],
+                                       names=["key", "value"])
+    mask = pa.array([row is None for row in rows], pa.bool_())
+    if large:
+        return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), items, mask=mask)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, mask=mask)
+
+
+def _as_kind(x: Text | None, text: bool) -> Text | None:
+    """str for text columns, bytes for binary columns (same bytes)."""
+    if x is None:
+        return None
+    if text:
+        return x if isinstance(x, str) else x.decode("latin-1")
+    return x.encode() if isinstance(x, str) else x
+
+
+def _normalise(rows: Sequence[Row], key_text: bool, value_text: bool, header_text: bool) -> list[Row]:
+    """The rows as the columns will hold them (text columns hold str, binary columns bytes)."""
+    return [(_as_kind(k, key_text), _as_kind(v, value_text),
+             None if h is None else [(hk, _as_kind(hv, header_text)) for hk, hv in h])
+            for k, v, h in rows]
+
+
+def _batch(rows: Sequence[Row], key_kind: str | None, value_kind: str, header_kind: str | None,
+           large_list: bool = False) -> pa.RecordBatch:
+    arrays: list[pa.Array] = []
+    names: list[str] = []
+    if key_kind is not None:
+        arrays.append(_column([r[0] for r in rows], key_kind))
+        names.append("key")
+    arrays.append(_column([r[1] for r in rows], value_kind))
+    names.append("value")
+    if header_kind is not None:
+        arrays.append(_header_column([r[2] for r in rows], header_kind, large_list))
+        names.append("headers")
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _tails(batch: pa.RecordBatch) -> pa.Array:
+    names = batch.schema.names
+    return encode_tails(batch.column("key") if "key" in names else None, batch.column("value"),
+                        batch.column("headers") if "headers" in names else None)
+
+
+# ---------------------------------------------------------------------------------------- builders
+
+
+def _reference(rows: Sequence[Row], limit: int = 1 << 30, *, ts: int = TS, buffer: bytearray | None = None,
+               compression: CompressionType = CompressionType.NONE, ratio: float = 1.0,
+               prefix: Sequence[tuple[int, bytes | None, bytes | None, Any]] = ()) -> tuple[RecordBatchBuilder, int]:
+    """try_append every prefix record, then ``rows`` until one is refused: (builder, rows appended)."""
+    b = RecordBatchBuilder(buffer, limit if buffer is None else len(buffer), compression,
+                           compression_ratio_estimate=ratio)
+    for p in prefix:  # records sent by send() before (the same on both sides; may be refused)
+        b.try_append(*p)
+    count = 0
+    for key, value, headers in rows:
+        if b.try_append(ts, _b(key), _b(value), _ref_headers(headers)) < 0:
+            break
+        count += 1
+    return b, count
+
+
+def _bulk(tails: pa.Array, limit: int = 1 << 30, *, ts: int = TS, buffer: bytearray | None = None,
+          compression: CompressionType = CompressionType.NONE, ratio: float = 1.0,
+          prefix: Sequence[tuple[int, bytes | None, bytes | None, Any]] = (),
+          chunks: Sequence[int] = ()) -> tuple[RecordBatchBuilder, int]:
+    """append_tails the rows (in ``chunks`` calls of those sizes, then the rest) until one is refused."""
+    b = RecordBatchBuilder(buffer, limit if buffer is None else len(buffer), compression,
+                           compression_ratio_estimate=ratio)
+    for p in prefix:  # records sent by send() before (the same on both sides; may be refused)
+        b.try_append(*p)
+    offsets, data, first = tail_buffers(tails)
+    n = len(tails)
+    bounds = [0]
+    for size in chunks:
+        if bounds[-1] + size < n:
+            bounds.append(bounds[-1] + size)
+    bounds.append(n)
+    count = 0
+    for lo, hi in itertools.pairwise(bounds):
+        got = b.append_tails(offsets, data, first + lo, first + hi, ts)
+        count += got
+        if got < hi - lo:
+            break
+    return b, count
+
+
+def _decoded(b: RecordBatchBuilder) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+    batch = decode_batch(bytes(b.close()))
+    return [(r.timestamp, r.key, r.value, r.headers) for r in batch.records]
+
+
+def _state(b: RecordBatchBuilder) -> tuple[object, ...]:
+    """What must match between the two ways of building (closes ``b``)."""
+    before = (b.record_count, b.uncompressed_bytes, b.estimated_size_in_bytes, b.is_full(), b.max_timestamp)
+    return (*before, bytes(b.close(5, 1, 7, False)))
+
+
+def _assert_same(bulk: RecordBatchBuilder, ref: RecordBatchBuilder | tuple[object, ...]) -> None:
+    expected = ref if isinstance(ref, tuple) else _state(ref)
+    got = _state(bulk)
+    assert got[:-1] == expected[:-1], "(count, uncompressed, estimate, full, max timestamp)"
+    assert got[-1] == expected[-1], "batch bytes"
+
+
+# ---------------------------------------------------------------------------------------- strategies
+
+_LENGTHS = st.sampled_from([0, 1, 2, 5, 62, 63, 64, 65, 127, 128, 4094, 4095, 4096, 8191, 8192, 8193, 16_382,
+                           16_383, 16_384, 20_000])
+
+
+@st.composite
+def _payload(draw: st.DrawFn) -> Text | None:
+    kind = draw(st.sampled_from(["none", "small", "unicode", "sized"]))
+    if kind == "none":
+        return None
+    if kind == "small":
+        return draw(st.binary(max_size=20))
+    if kind == "unicode":
+        return draw(st.text(max_size=12))
+    n = draw(_LENGTHS)
+    return bytes((i * 7 + n) & 0xFF for i in range(n))
+
+
+_header = st.tuples(st.text(max_size=6), st.one_of(st.none(), st.binary(max_size=10), st.text(max_size=5)))
+_headers: st.SearchStrategy[list[Header] | None] = st.one_of(
+    st.none(), st.just([]), st.lists(_header, min_size=1, max_size=4))
+_row = st.tuples(_payload(), _payload(), _headers)
+
+
+# ---------------------------------------------------------------------------------------- tests
+
+
+EXAMPLES: list[Row] = [
+    (b"key", b"value", None),
+    (None, b"null key", []),
+    (b"tombstone", None, [("h", b"1")]),
+    (None, None, None),
+    (b"", b"", []),
+    ("\u043a\u043b\u044e\u0447 \U0001F600", "\u4e2d\u6587 value", [("\u00e9", "\u00fc"), ("n", None)]),
+    (b"k" * 64, b"v" * 63, [("a", b"1"), ("a", b"2"), ("", b""), ("null", None)]),
+    (b"k" * 8192, b"v" * 8193, [("big", b"x" * 9000)]),
+    (b"\x00\xff", bytes(range(256)) * 90, None),
+]
+
+
+@pytest.mark.parametrize("large_list", [False, True])
+@pytest.mark.parametrize(("key_kind", "value_kind", "header_kind"), [
+    ("binary", "binary", "binary"),
+    ("string", "large_string", "string"),
+    ("large_binary", "string_view", "large_binary"),
+    ("string_view", "binary_view", "large_string"),
+    ("dict_string", "dict_binary", "dict_binary"),
+    ("binary_view", "dict_string", "binary_view"),
+])
+def test_examples_identical_to_try_append(impl: str, key_kind: str, value_kind: str, header_kind: str,
+                                          large_list: bool) -> None:
+    rows = _normalise(EXAMPLES, "string" in key_kind, "string" in value_kind, "string" in header_kind)
+    batch = _batch(rows, key_kind, value_kind, header_kind, large_list)
+    bulk, count = _bulk(_tails(batch))
+    ref, ref_count = _reference(rows)
+    assert count == ref_count == len(rows)
+    _assert_same(bulk, ref)
+    decoded = _decoded(bulk)
+    assert [(k, v, h) for _, k, v, h in decoded] == [
+        (_b(k), _b(v), _ref_headers(h) or []) for k, v, h in rows]
+    assert {ts for ts, *_ in decoded} == {TS}
+
+
+@pytest.mark.parametrize("key_kind", ["large_string", "string_view", "dict_string"])
+def test_header_key_types_and_field_order(impl: str, key_kind: str) -> None:
+    """Header keys of any text type; the struct's fields found by name (value first here)."""
+    rows = _normalise(EXAMPLES, False, False, False)
+    headers = _header_column([r[2] for r in rows], "binary", False, key_kind)
+    items = headers.values
+    swapped = pa.StructArray.from_arrays([items.field("value"), items.field("key")], names=["value", "key"])
+    headers = pa.ListArray.from_arrays(headers.offsets, swapped, mask=headers.is_null())
+    batch = _batch(rows, "binary", "binary", None)
+    bulk, _ = _bulk(encode_tails(batch.column("key"), batch.column("value"), headers))
+    ref, _ = _reference(rows)
+    _assert_same(bulk, ref)
+
+
+def test_null_header_list_with_a_non_empty_segment(impl: str) -> None:
+    """Arrow allows a null list slot to span child values: they are not headers of that row."""
+    items = pa.StructArray.from_arrays([pa.array(["a", "b", "c"]), pa.array([b"1", b"2", b"3"])],
+                                       names=["key", "value"])
+    headers = pa.ListArray.from_arrays(pa.array([0, 2, 3], pa.int32()), items,
+                                       mask=pa.array([True, False]))
+    assert headers.to_pylist() == [None, [{"key": "c", "value": b"3"}]]
+    for sl in (slice(0, 2), slice(1, 2)):
+        tails = encode_tails(None, pa.array([b"x", b"y"])[sl], headers[sl])
+        bulk, _ = _bulk(tails)
+        expected: list[Row] = [(None, b"x", None), (None, b"y", [("c", b"3")])]
+        ref, _ = _reference(expected[sl])
+        _assert_same(bulk, ref)
+
+
+def test_no_key_and_no_header_columns(impl: str) -> None:
+    rows: list[Row] = [(None, b"v%d" % i, None) for i in range(100)] + [(None, None, None)]
+    bulk, count = _bulk(_tails(_batch(rows, None, "binary", None)))
+    ref, _ = _reference(rows)
+    assert count == len(rows)
+    _assert_same(bulk, ref)
+
+
+@pytest.mark.parametrize("where", ["arrays", "record_batch", "headers_only"])
+def test_sliced_inputs(impl: str, where: str) -> None:
+    """Slices of arrays and of record batches (non-zero offsets in every buffer) encode only their rows."""
+    rows = _normalise(EXAMPLES * 3, False, False, False)
+    batch = _batch(rows, "binary", "large_binary", "binary")
+    for start, length in [(1, 5), (4, 10), (len(rows) - 3, 3), (7, 1), (0, len(rows) - 2)]:
+        if where == "record_batch":
+            part = batch.slice(start, length)
+            tails = _tails(part)
+        elif where == "arrays":
+            tails = encode_tails(batch.column("key").slice(start, length),
+                                 batch.column("value").slice(start, length),
+                                 batch.column("headers").slice(start, length))
+        else:  # an unsliced key/value of the same rows, built separately: only the headers are sliced
+            sub = _batch(rows[start:start + length], "binary", "binary", None)
+            tails = encode_tails(sub.column("key"), sub.column("value"),
+                                 batch.column("headers").slice(start, length))
+        expected = rows[start:start + length]
+        bulk, count = _bulk(tails)
+        ref, _ = _reference(expected)
+        assert count == length
+        _assert_same(bulk, ref)
+
+
+def test_sliced_tails_array(impl: str) -> None:
+    """``tail_buffers`` of a sliced tails array: ``first`` points at the slice's first row."""
+    rows = _normalise(EXAMPLES, False, False, False)
+    tails = _tails(_batch(rows, "binary", "binary", "binary"))
+    part = tails.slice(3, 4)
+    bulk, count = _bulk(part)
+    ref, _ = _reference(rows[3:7])
+    assert count == 4
+    _assert_same(bulk, ref)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(_row, min_size=1, max_size=25),
+       kinds=st.tuples(st.sampled_from(TEXT_TYPES + BYTES_TYPES), st.sampled_from(TEXT_TYPES + BYTES_TYPES),
+                       st.sampled_from(TEXT_TYPES + BYTES_TYPES), st.booleans(), st.booleans()),
+       cut=st.tuples(st.integers(0, 3), st.integers(0, 3)))
+def test_equivalence_property(rows: list[Row], kinds: tuple[str, str, str, bool, bool],
+                              cut: tuple[int, int]) -> None:
+    """Any rows, column types and slice: byte-identical batches and the same decoded records, on both
+    implementations (the fixture-less loop: Hypothesis and function-scoped fixtures do not mix)."""
+    key_kind, value_kind, header_kind, large_list, no_keys = kinds
+    rows = _normalise(rows, "string" in key_kind, "string" in value_kind, "string" in header_kind)
+    if no_keys:
+        rows = [(None, v, h) for _, v, h in rows]
+    # padding rows before and after, sliced away
+    before: list[Row] = [(b"pad", b"pad", [("p", b"p")])] * cut[0]
+    after: list[Row] = [(None, b"x", None)] * cut[1]
+    pad = before + rows + after
+    pad = _normalise(pad, "string" in key_kind, "string" in value_kind, "string" in header_kind)
+    batch = _batch(pad, None if no_keys else key_kind, value_kind, header_kind, large_list)
+    tails = _tails(batch.slice(cut[0], len(rows)))
+    ref, _ = _reference(rows)
+    expected = bytes(ref.close())
+    for c_path in (True, False):
+        if c_path and builder_module._c_append_tails is None:
+            continue
+        saved = builder_module._c_append_tails
+        if not c_path:
+            builder_module._c_append_tails = None
+        try:
+            bulk, count = _bulk(tails)
+        finally:
+            builder_module._c_append_tails = saved
+        assert count == len(rows)
+        assert bytes(bulk.close()) == expected
+        assert [(k, v, h) for _, k, v, h in _decoded(bulk)] == [
+            (_b(k), _b(v), _ref_headers(h) or []) for k, v, h in rows]
+
+
+def _with_impls(c_path: bool) -> Any:
+    """A context for the Python (False) or C (True) ``append_tails`` inside a Hypothesis test."""
+    class _Ctx:
+        def __enter__(self) -> None:
+            self.saved = builder_module._c_append_tails
+            if not c_path:
+                builder_module._c_append_tails = None
+
+        def __exit__(self, *exc: object) -> None:
+            builder_module._c_append_tails = self.saved
+    return _Ctx()
+
+
+def _impls() -> list[bool]:
+    return [False] if builder_module._c_append_tails is None else [True, False]
+
+
+_CODECS = [CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD, CompressionType.GZIP]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(_row, min_size=1, max_size=30),
+       limit=st.integers(0, 30_000),
+       codec=st.sampled_from(_CODECS),
+       ratio=st.sampled_from([1.0, 0.5, 0.1, 0.9, 1.3]),
+       pooled=st.booleans(),
+       chunks=st.lists(st.integers(1, 8), max_size=5),
+       prefix=st.lists(st.tuples(st.integers(TS - 200, TS + 200), st.none() | st.binary(max_size=30),
+                                 st.none() | st.binary(max_size=300),
+                                 st.none() | st.lists(st.tuples(st.text(max_size=3), st.none() | st.binary(max_size=3)),
+                                                      max_size=2)), max_size=3),
+       ts=st.sampled_from([TS, TS + 1, TS - 1, TS + 100, TS - 100, TS + 10**9]))
+def test_write_limit_property(rows: list[Row], limit: int, codec: CompressionType, ratio: float, pooled: bool,
+                              chunks: list[int], prefix: list[Any], ts: int) -> None:
+    """Fill until refused: the same records fit (also split over several calls, after records appended by
+    ``try_append`` with other timestamps, with compression's ratio estimate, in a pooled buffer)."""
+    rows = _normalise(rows, False, False, False)
+    tails = _tails(_batch(rows, "binary", "binary", "binary"))
+    pool_size = max(limit, 1)
+    ref, ref_count = _reference(rows, limit, ts=ts, buffer=bytearray(pool_size) if pooled else None,
+                                compression=codec, ratio=ratio, prefix=prefix)
+    expected = _state(ref)
+    for c_path in _impls():
+        buffer = bytearray(pool_size) if pooled else None
+        with _with_impls(c_path):
+            bulk, count = _bulk(tails, limit, ts=ts, buffer=buffer, compression=codec, ratio=ratio,
+                                prefix=prefix, chunks=chunks)
+        assert count == ref_count, f"c={c_path}"
+        if buffer is not None:
+            assert len(buffer) == pool_size  # a pooled buffer is never resized
+        _assert_same(bulk, expected)
+        if not prefix:
+            assert count >= 1  # the first record of an empty batch always fits
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=lambda c: c.name)
+@pytest.mark.parametrize("ratio", [1.0, 0.25])
+def test_fill_until_refused_many_small_records(impl: str, codec: CompressionType, ratio: float) -> None:
+    """Offset deltas past 64 and 8192 (2- and 3-byte varints) and the exact refusal point."""
+    rows: list[Row] = [(b"k%d" % (i % 100), b"v" * (i % 13), None) for i in range(12_000)]
+    tails = _tails(_batch(rows, "binary", "binary", None))
+    for limit in (16_384, 100_000, 200_000, 1 << 22):
+        ref, ref_count = _reference(rows, limit, compression=codec, ratio=ratio)
+        bulk, count = _bulk(tails, limit, compression=codec, ratio=ratio)
+        assert count == ref_count
+        assert count > 0
+        _assert_same(bulk, ref)
+        # nothing more fits, one at a time either
+        offsets, data, first = tail_buffers(tails)
+        if count < len(rows):
+            assert bulk.append_tails(offsets, data, first + count, first + count + 1, TS) == 0 or bulk.is_closed
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4], ids=lambda c: c.name)
+@pytest.mark.parametrize("ratio", [1.0, 0.37])
+def test_exact_write_limit_boundaries(impl: str, codec: CompressionType, ratio: float) -> None:
+    """At every record boundary: a limit that the next record reaches exactly still takes it, one byte
+    less refuses it (the same as try_append)."""
+    rows = _normalise(EXAMPLES[:7] * 12, False, False, False)
+    tails = _tails(_batch(rows, "binary", "binary", "binary"))
+    probe = RecordBatchBuilder(None, 1 << 30, codec, compression_ratio_estimate=ratio)
+    boundaries = []
+    for key, value, headers in rows:
+        before, uncompressed = probe.estimated_size_in_bytes, probe.uncompressed_bytes
+        probe.try_append(TS, _b(key), _b(value), _ref_headers(headers))
+        boundaries.append(before + probe.uncompressed_bytes - uncompressed)  # old estimate + record size
+    for k in range(1, len(rows)):
+        for limit in (boundaries[k] - 1, boundaries[k], boundaries[k] + 1):
+            ref, ref_count = _reference(rows, limit, compression=codec, ratio=ratio)
+            if codec == CompressionType.NONE:  # (compressed, the 2 x limit cap may refuse first)
+                assert ref_count == (k if limit < boundaries[k] else k + 1) or ref_count > k + 1
+            expected = _state(ref)
+            for chunks in ([], [1] * len(rows), [3] * len(rows)):  # one call, or calls on a batch with records
+                bulk, count = _bulk(tails, limit, compression=codec, ratio=ratio, chunks=chunks)
+                assert count == ref_count, (k, limit, chunks[:1])
+                _assert_same(bulk, expected)
+
+
+def test_multi_megabyte_values_and_headers(impl: str) -> None:
+    """Lengths whose varints take 3 and 4 bytes (>= 2^13 and >= 2^20 bytes), in keys, values and headers."""
+    rows: list[Row] = [(b"k" * 20_000, b"v" * 1_100_000, [("h", b"h" * 1_050_000)]),
+                       (None, b"w" * 1_048_576, None), (b"small", b"small", [])]
+    bulk, count = _bulk(_tails(_batch(rows, "binary", "large_binary", "binary")))
+    ref, _ = _reference(rows)
+    assert count == 3
+    _assert_same(bulk, ref)
+
+
+def test_first_record_of_an_empty_batch_always_fits(impl: str) -> None:
+    rows: list[Row] = [(b"k", b"x" * 50_000, [("h", b"y" * 100)]), (None, b"small", None)]
+    tails = _tails(_batch(rows, "binary", "binary", "binary"))
+    for limit in (0, 10, 61, 1000):
+        bulk, count = _bulk(tails, limit)
+        ref, ref_count = _reference(rows, limit)
+        assert count == ref_count == 1
+        _assert_same(bulk, ref)
+
+
+def test_pooled_buffer_switches_to_a_private_one(impl: str) -> None:
+    """Records that outgrow the pooled buffer (compression lets a batch hold up to twice its limit in
+    uncompressed bytes) move to a private buffer; the pooled one keeps its size."""
+    rows: list[Row] = [(b"key-%d" % i, b"abcdefgh" * 40, None) for i in range(40)]
+    tails = _tails(_batch(rows, "binary", "binary", None))
+    pooled = bytearray(4096)
+    bulk, count = _bulk(tails, buffer=pooled, compression=CompressionType.LZ4, ratio=0.3)
+    ref, ref_count = _reference(rows, buffer=bytearray(4096), compression=CompressionType.LZ4, ratio=0.3)
+    assert count == ref_count
+    assert bulk.uncompressed_bytes > len(pooled) - 61  # they could not have fitted in place
+    assert len(pooled) == 4096
+    _assert_same(bulk, ref)
+    # and one that fits stays in place
+    pooled2 = bytearray(1 << 16)
+    small, n = _bulk(tails, buffer=pooled2)
+    assert n == len(rows)
+    assert small.close().obj is pooled2
+
+
+def test_pooled_buffer_first_record_larger_than_the_buffer(impl: str) -> None:
+    rows: list[Row] = [(None, b"z" * 10_000, None)]
+    pooled = bytearray(1024)
+    bulk, count = _bulk(_tails(_batch(rows, "binary", "binary", None)), buffer=pooled)
+    assert count == 1
+    assert len(pooled) == 1024
+    assert [v for _, _, v, _ in _decoded(bulk)] == [b"z" * 10_000]
+
+
+def test_appends_after_try_append_use_the_batch_base_timestamp(impl: str) -> None:
+    """A batch opened by send() and continued by the bulk path: deltas against its first timestamp."""
+    rows: list[Row] = [(b"a", b"1", None), (None, b"2", [("h", None)])]
+    tails = _tails(_batch(rows, "binary", "binary", "binary"))
+    for ts in (TS - 5, TS + 3, TS + 70, TS - 70, TS + 2**40):
+        prefix = [(TS, b"first", b"x", [("p", b"q")])]
+        bulk, count = _bulk(tails, ts=ts, prefix=prefix)
+        ref, _ = _reference(rows, ts=ts, prefix=prefix)
+        assert count == 2
+        _assert_same(bulk, ref)
+        assert [t for t, *_ in _decoded(bulk)] == [TS, ts, ts]
+        assert bulk.base_timestamp == TS
+
+
+def test_closed_or_empty_range_appends_nothing(impl: str) -> None:
+    tails = _tails(_batch([(b"k", b"v", None)], "binary", "binary", None))
+    offsets, data, first = tail_buffers(tails)
+    b = RecordBatchBuilder(None, 1 << 20)
+    assert b.append_tails(offsets, data, first, first, TS) == 0
+    assert b.record_count == 0
+    b.close_for_appends()
+    assert b.append_tails(offsets, data, first, first + 1, TS) == 0
+    assert b.record_count == 0
+
+
+def test_bulk_rows_then_fast_path_appends(impl: str) -> None:
+    """send()'s fast append continues a batch the bulk path filled part way (shared position/state)."""
+    rows: list[Row] = [(b"k%d" % i, b"v%d" % i, None) for i in range(70)]
+    bulk, _ = _bulk(_tails(_batch(rows, "binary", "binary", None)))
+    ref, _ = _reference(rows)
+    for i in range(70, 80):
+        assert bulk.try_append_open(TS + 1, b"k%d" % i, b"v%d" % i) > 0
+        assert ref.try_append_open(TS + 1, b"k%d" % i, b"v%d" % i) > 0
+    _assert_same(bulk, ref)
+
+
+def test_records_property_decodes_bulk_rows(impl: str) -> None:
+    """``builder.records`` (used to split a batch the broker rejected) sees the bulk rows."""
+    rows = _normalise(EXAMPLES, False, False, False)
+    bulk, _ = _bulk(_tails(_batch(rows, "binary", "binary", "binary")))
+    assert bulk.records == [(TS, _b(k), _b(v), _ref_headers(h) or None) for k, v, h in rows]
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD, CompressionType.GZIP],
+                         ids=lambda c: c.name)
+def test_records_property_after_a_compressed_close(impl: str, codec: CompressionType) -> None:
+    """A compressed batch the broker rejected as too large is split from ``records`` after ``close``:
+    they must still decode (close compresses in place)."""
+    rows = _normalise(EXAMPLES, False, False, False)
+    bulk, _ = _bulk(_tails(_batch(rows, "binary", "binary", "binary")), buffer=bytearray(1 << 16),
+                    compression=codec)
+    expected = [(TS, _b(k), _b(v), _ref_headers(h) or None) for k, v, h in rows]
+    assert bulk.records == expected
+    bulk.close(5, 1, 7, False)
+    assert bulk.records == expected
