@@ -8,6 +8,15 @@ every connection and the listener (new connects are refused) until ``up()`` list
 port. ``cut()`` only drops the open connections (``cut_when_busy`` first waits for answers to be in
 transit). The broker must advertise the proxy's address in its Metadata (``ProxiedTansu``), so the client
 never goes around it.
+
+The proxy follows the Kafka framing (4-byte size prefix) both ways: it knows the api key of every request
+and which requests are still waiting for their answer (each request is answered in order: the scenarios
+use acks=all). ``slow_window(latency_ms, seconds)`` arms a stretch of latency that starts with the next
+Produce request forwarded, so a Produce request is on the wire when the answers slow down. (Latency
+switched on at an arbitrary moment may find the client (re)connecting: when ``latency_ms`` exceeds the
+client's request.timeout.ms its ApiVersions request times out too, and no Produce request reaches the wire
+for as long as the latency lasts.) A window counts the Produce requests forwarded during it whose answer
+the client never took because it closed the connection first: the client gave up on them.
 """
 
 from __future__ import annotations
@@ -21,17 +30,84 @@ from collections import deque
 
 from sparkafka.broker import EmbeddedBroker
 
-__all__ = ["FaultProxy", "ProxiedTansu"]
+__all__ = ["FaultProxy", "ProxiedTansu", "SlowWindow"]
+
+_PRODUCE = 0  # api key
+
+
+class SlowWindow:
+    """``latency_ms`` on every answer for ``seconds``, from the first Produce request forwarded after it
+    was armed (and after any earlier window ended). Counters are written by the proxy thread."""
+
+    def __init__(self, latency_ms: float, seconds: float) -> None:
+        self.latency_ms = latency_ms
+        self.seconds = seconds
+        self.started_at: float | None = None  # time.monotonic()
+        self.ended = threading.Event()
+        self.produce_forwarded = 0  # Produce requests forwarded while the window was open
+        self.produce_abandoned = 0  # ... whose answer the client never took: it closed the connection
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until the window has ended; False if it did not within ``timeout`` seconds."""
+        return self.ended.wait(timeout)
+
+    def __repr__(self) -> str:
+        return (f"SlowWindow({self.latency_ms:.0f} ms for {self.seconds} s, started={self.started_at is not None}, "
+                f"ended={self.ended.is_set()}, produce forwarded={self.produce_forwarded}, "
+                f"abandoned={self.produce_abandoned})")
+
+
+class _Frames:
+    """Follows the size-prefixed frames of one direction of a Kafka connection."""
+
+    __slots__ = ("_head", "_head_len", "_left")
+
+    def __init__(self, head_len: int) -> None:
+        self._head_len = head_len  # bytes after the size prefix to report for each frame
+        self._head = bytearray()
+        self._left = 0  # bytes of the current frame not seen yet
+
+    def feed(self, data: bytes, heads: list[bytes]) -> int:
+        """Consume ``data``: append the head of every frame whose head is complete in it to ``heads``;
+        return how many frames ended in it."""
+        ended = 0
+        i, n = 0, len(data)
+        prefix = 4 + self._head_len
+        while i < n:
+            if self._left:
+                step = min(self._left, n - i)
+                self._left -= step
+                i += step
+                if not self._left:
+                    ended += 1
+                continue
+            take = data[i:i + prefix - len(self._head)]
+            self._head += take
+            i += len(take)
+            if len(self._head) < prefix:
+                break
+            heads.append(bytes(self._head[4:]))
+            self._left = int.from_bytes(self._head[:4], "big") - self._head_len
+            self._head.clear()
+            if self._left <= 0:
+                self._left = 0
+                ended += 1
+        return ended
 
 
 class _Pair:
-    __slots__ = ("client", "held", "produced", "upstream")
+    __slots__ = ("answers", "client", "held", "produced", "requests", "unanswered", "upstream")
 
     def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
         self.client = client
         self.upstream = upstream
         self.held: deque[tuple[float, bytes]] = deque()  # (release time, response bytes)
         self.produced = False  # a Produce request went through (the connection is past its handshake)
+        self.requests = _Frames(2)  # client -> broker: the head is the api key
+        self.answers = _Frames(0)  # broker -> client, as released to the client
+        # one entry per forwarded request still waiting for its answer: the window it was sent in, if a
+        # Produce request sent while a window was open
+        self.unanswered: deque[SlowWindow | None] = deque()
 
 
 class FaultProxy:
@@ -43,6 +119,8 @@ class FaultProxy:
         self._sel = selectors.DefaultSelector()
         self._lock = threading.Lock()
         self._pairs: list[_Pair] = []
+        self._armed: deque[SlowWindow] = deque()
+        self._window: SlowWindow | None = None  # the open one
         self._listener: socket.socket | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -59,6 +137,14 @@ class FaultProxy:
     def set_latency(self, ms: float) -> None:
         self.latency_ms = ms
         self._wake()
+
+    def slow_window(self, latency_ms: float, seconds: float) -> SlowWindow:
+        """Arm a window of ``latency_ms`` on every answer lasting ``seconds``, opened by the next Produce
+        request forwarded once earlier windows have ended (see the module docstring)."""
+        window = SlowWindow(latency_ms, seconds)
+        with self._lock:
+            self._armed.append(window)
+        return window
 
     def down(self) -> None:
         """Drop every connection and refuse new ones."""
@@ -97,6 +183,11 @@ class FaultProxy:
         self._wake()
         self._thread.join(5)
         self.down()
+        with self._lock:
+            self._end_window()
+            for window in self._armed:
+                window.ended.set()  # never started (started_at stays None)
+            self._armed.clear()
         self._sel.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -159,11 +250,41 @@ class FaultProxy:
         self._sel.register(client, selectors.EVENT_READ, pair)
         self._sel.register(upstream, selectors.EVENT_READ, pair)
 
+    def _latency_s(self) -> float:
+        window = self._window
+        return (window.latency_ms if window is not None else self.latency_ms) / 1000.0
+
+    def _end_window(self) -> None:
+        if self._window is not None:
+            self._window.ended.set()
+            self._window = None
+
+    def _on_requests(self, pair: _Pair, api_keys: list[bytes]) -> None:
+        """Requests starting in a chunk from the client, before the chunk is forwarded."""
+        for head in api_keys:
+            window: SlowWindow | None = None
+            if int.from_bytes(head, "big", signed=True) == _PRODUCE:
+                pair.produced = True
+                if self._window is None and self._armed:
+                    self._window = self._armed.popleft()
+                    self._window.started_at = time.monotonic()
+                window = self._window
+                if window is not None:
+                    window.produce_forwarded += 1
+            pair.unanswered.append(window)
+
     def _run(self) -> None:
         while not self._stop:
             timeout = 0.05
             with self._lock:
                 now = time.monotonic()
+                window = self._window
+                if window is not None and window.started_at is not None:
+                    ends = window.started_at + window.seconds
+                    if now >= ends:
+                        self._end_window()
+                    else:
+                        timeout = min(timeout, ends - now)
                 for pair in list(self._pairs):
                     self._release(pair, now)
                     if pair.held:
@@ -190,32 +311,47 @@ class FaultProxy:
         except OSError:
             data = b""
         if not data:
-            self._pairs.remove(pair)
-            self._close_pair(pair)
+            self._drop(pair, client_left=sock is pair.client)
             return
         if sock is pair.client:
-            if data[4:6] == b"\x00\x00":  # a request header starting in this chunk names api key 0
-                pair.produced = True
+            heads: list[bytes] = []
+            pair.requests.feed(data, heads)
+            if heads:
+                self._on_requests(pair, heads)
             self._send_all(pair, pair.upstream, data)
         else:
-            pair.held.append((time.monotonic() + self.latency_ms / 1000.0, data))
+            pair.held.append((time.monotonic() + self._latency_s(), data))
             self._release(pair, time.monotonic())
 
     def _release(self, pair: _Pair, now: float) -> None:
         while pair.held and pair.held[0][0] <= now and pair in self._pairs:
             _, data = pair.held.popleft()
-            self._send_all(pair, pair.client, data)
+            if self._send_all(pair, pair.client, data):
+                for _ in range(pair.answers.feed(data, [])):
+                    if pair.unanswered:
+                        pair.unanswered.popleft()
 
-    def _send_all(self, pair: _Pair, sock: socket.socket, data: bytes) -> None:
+    def _send_all(self, pair: _Pair, sock: socket.socket, data: bytes) -> bool:
         try:
             sock.setblocking(True)
             sock.settimeout(2)
             sock.sendall(data)
             sock.setblocking(False)
         except OSError:
-            if pair in self._pairs:
-                self._pairs.remove(pair)
-            self._close_pair(pair)
+            self._drop(pair, client_left=sock is pair.client)
+            return False
+        return True
+
+    def _drop(self, pair: _Pair, client_left: bool) -> None:
+        """Close a pair the client or the broker left (not ``cut``/``down``)."""
+        if pair not in self._pairs:
+            return
+        if client_left:  # the client gave up on the requests still waiting for their answer
+            for window in pair.unanswered:
+                if window is not None:
+                    window.produce_abandoned += 1
+        self._pairs.remove(pair)
+        self._close_pair(pair)
 
 
 class ProxiedTansu(EmbeddedBroker):
