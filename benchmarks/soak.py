@@ -137,9 +137,10 @@ class TansuTarget:
     def fault(self) -> str:
         kind = self.rng.choice(["latency", "cut", "down"])
         if kind == "latency":
-            self.proxy.set_latency(1500)
-            time.sleep(self.rng.uniform(1.0, 2.0))
-            self.proxy.set_latency(0)
+            # opens on the next Produce request, so a request is on the wire when answers slow down
+            window = self.proxy.slow_window(1500, self.rng.uniform(1.0, 2.0))
+            if not window.wait(30):
+                kind = "latency (window never opened)"
         elif kind == "cut":
             self.proxy.cut()
         else:

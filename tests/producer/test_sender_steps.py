@@ -468,6 +468,25 @@ def test_message_too_large_splits_the_batch() -> None:
     assert rig.metrics.records_retried == 0  # a split is not a retry
 
 
+def test_an_internal_error_while_completing_fails_the_batch_instead_of_hanging(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = Rig()
+    futures = [rig.send(b"%d" % i) for i in range(3)]
+    req = rig.step_one()
+
+    def broken_split(batch: object) -> int:
+        raise RuntimeError("split bug")
+
+    monkeypatch.setattr(rig.accumulator, "split_and_reenqueue", broken_split)
+    rig.client.respond_produce(req, codes={(T, 0): errors.MESSAGE_TOO_LARGE})
+    rig.step()
+    for future in futures:
+        exc = future.exception(0)
+        assert isinstance(exc, errors.KafkaError) and "split bug" in str(exc)
+    assert not rig.accumulator.has_incomplete()  # flush() has nothing left to wait for
+    assert rig.accumulator.buffer_pool_available_memory() == 1 << 22
+
+
 def test_non_retriable_error_fails_only_that_batch() -> None:
     rig = Rig()
     f0, f1 = rig.send(b"a", partition=0), rig.send(b"b", partition=1)

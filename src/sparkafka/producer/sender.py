@@ -323,6 +323,22 @@ class Sender:
     def _complete_batch(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
                         log_start_offset: int, record_errors: list[dict[str, Any]] | None,
                         error_message: str | None, now: float) -> None:
+        """Act on one batch's answer; a bug while doing so fails the batch instead of leaving it (and
+        every ``flush()`` and ``close()`` waiting on it) pending forever."""
+        try:
+            self._complete_batch_unguarded(batch, code, base_offset, log_append_time, log_start_offset,
+                                           record_errors, error_message, now)
+        except Exception as exc:
+            log.exception("internal error while completing batch %s", batch)
+            if not batch.is_done():
+                batch.abort(errors.KafkaError(
+                    f"sparkafka failed to complete the batch to {batch.tp[0]}-{batch.tp[1]} after the "
+                    f"broker's answer ({errors.error_name(code)}): {exc!r}; its records were not delivered"))
+                self.accumulator.deallocate(batch)
+
+    def _complete_batch_unguarded(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
+                                  log_start_offset: int, record_errors: list[dict[str, Any]] | None,
+                                  error_message: str | None, now: float) -> None:
         tm = self.tm
         self._remove_in_flight(batch)
         if self.guarantee_message_order:
