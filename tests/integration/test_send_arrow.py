@@ -442,21 +442,30 @@ def test_retriable_produce_errors_no_duplicates_order_kept(mock_target: Target) 
 def test_message_too_large_splits_bulk_batches(mock_target: Target, codec: str) -> None:
     """A batch the broker rejects as too large is split; the report follows the rows into the new batches.
     With lz4 and compressible rows, once the ratio estimate has adapted a batch holds more than batch.size
-    uncompressed bytes, so the split makes several batches (from records that were compressed in place)."""
+    uncompressed bytes, so the split makes several batches (from records that were compressed in place).
+    Transactional so that the mock checks sequence numbers: batches already in flight behind the split
+    one must be refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and resent after it, as a real broker does; the
+    mock accepts them out of order from a plain idempotent producer (seen: rows 3288.. at offset 3000)."""
     assert mock_target.mock is not None
     topic = mock_target.topic(1)
-    producer = mock_target.producer({"linger.ms": 20, "batch.size": 16 * 1024, "compression.type": codec})
-    warm = make_rows(3000, 1)
-    assert producer.send_arrow(topic, warm.batch()).wait(30).acknowledged == 3000
+    producer = mock_target.producer({"linger.ms": 20, "batch.size": 16 * 1024, "compression.type": codec,
+                                     "transactional.id": f"{topic}-txn"})
+    producer.init_transactions(30)
+    with producer.transaction():
+        warm = make_rows(3000, 1)
+        assert producer.send_arrow(topic, warm.batch()).wait(30).acknowledged == 3000
     mock_target.mock.push_request_errors(ApiKey.PRODUCE, [10])  # MESSAGE_TOO_LARGE, once
     rows = make_rows(3000, 1, start=3000)
-    report = producer.send_arrow(topic, rows.batch()).wait(10)
+    with producer.transaction():
+        report = producer.send_arrow(topic, rows.batch()).wait(10)
     assert producer.metrics()["batch-split-total"] >= 1
     assert (report.acknowledged, report.failed) == (3000, 0)
-    assert report.offset_ranges() == {(topic, 0): OffsetRange(3000, 5999, 3000)}
     records = consume_all(mock_target.bootstrap, topic, expected_count=6000, timeout=30)
     check_read_back(rows, records[3000:], 1, None, topic)
     assert [index_of(r.value) for r in records] == list(range(6000))
+    first = records[3000].offset  # after the first transaction's rows and its commit marker
+    assert report.offset_ranges() == {(topic, 0): OffsetRange(first, first + 2999, 3000)}
+    assert records[-1].offset == first + 2999
 
 
 def test_brokers_down_rows_fail_with_a_timeout(mock_target: Target) -> None:
