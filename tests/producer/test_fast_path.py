@@ -18,6 +18,7 @@ from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
 from sparkafka.producer.producer_batch import ProducerBatch
 from sparkafka.record import RecordBatchBuilder, decode_batch
+from sparkafka.record.compression import CompressionType
 
 T = "t"
 TS = 1_700_000_000_000
@@ -47,6 +48,64 @@ def test_append_open_declines_without_an_open_batch_then_appends() -> None:
     assert acc.records_appended == 2
     acc.close()
     assert acc.append_open(T, 0, TS, None, VALUE, None, cluster) is None
+
+
+def test_append_open_future_is_the_one_the_constructor_makes() -> None:
+    """append_open builds its future without running __init__: every slot must still be set alike."""
+    acc = make()
+    cluster = FakeCluster.single_node()
+    slow(acc, cluster, 2)
+    future = acc.append_open(T, 2, TS + 3, b"ab", None, None, cluster)
+    assert future is not None and type(future) is FutureRecordMetadata
+    dq = acc.get_deque((T, 2))
+    assert dq is not None
+    made = FutureRecordMetadata(dq[-1].result, 1, TS + 3, 2, -1)
+    assert set(FutureRecordMetadata.__slots__) == {"_produce_result", "relative_offset", "create_timestamp",
+                                                   "serialized_key_size", "serialized_value_size"}
+    assert [getattr(future, s) for s in FutureRecordMetadata.__slots__] \
+        == [getattr(made, s) for s in FutureRecordMetadata.__slots__]
+    sticky = acc.append_open(T, -1, TS, None, b"x", None, cluster)  # the sticky partition has no batch yet
+    assert sticky is None
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
+def test_append_open_builds_what_the_builder_builds(codec: CompressionType) -> None:
+    """append_open inlines RecordBatchBuilder.try_append_open (C variant): same bytes, sizes and
+    refusals, also when a low compression-ratio estimate lets the records outgrow the pooled buffer."""
+    acc = make(batch_size=1024, buffer_memory=1 << 20, compression=codec)
+    cluster = FakeCluster.single_node()
+    slow(acc, cluster, 0)  # creates the topic (and a first batch, estimated at ratio 1.0)
+    info = acc._topics.get(T)
+    assert info is not None
+    info.compression_ratio = 0.1  # as if earlier batches compressed ten times
+    dq = acc.get_deque((T, 0))
+    assert dq is not None
+    dq[-1].close_for_appends()
+    slow(acc, cluster, 0, value=b"a" * 100)  # a new batch, estimated at ratio 0.1
+    batch = dq[-1]
+    twin = RecordBatchBuilder(bytearray(len(batch.buffer or b"")), 1024, codec, None, 0.1)
+    assert twin.try_append(TS, None, b"a" * 100, None) > 0
+    appended = 0
+    while True:
+        ts = TS + appended % 70 - 20
+        key = b"k%d" % appended if appended % 3 else None
+        value = bytes([97 + appended % 5]) * 100
+        before = batch.builder.estimated_size_in_bytes
+        future = acc.append_open(T, 0, ts, key, value, None, cluster)
+        grown = twin.try_append_open(ts, key, value)
+        if future is None:
+            assert grown == -1
+            break
+        assert grown == batch.builder.estimated_size_in_bytes - before
+        appended += 1
+    assert appended > (12 if codec is not CompressionType.NONE else 5)
+    if codec is not CompressionType.NONE:
+        assert batch.builder._buf is not batch.buffer  # outgrew the pooled buffer: now a private one
+    mine, theirs = batch.builder, twin
+    assert (mine.record_count, mine.uncompressed_bytes, mine.estimated_size_in_bytes, mine.max_timestamp) \
+        == (theirs.record_count, theirs.uncompressed_bytes, theirs.estimated_size_in_bytes, theirs.max_timestamp)
+    assert batch.record_count == mine.record_count
+    assert bytes(batch.close()) == bytes(twin.close())
 
 
 def test_append_open_never_fills_a_batch() -> None:
@@ -105,7 +164,9 @@ def test_fast_path_callbacks_get_metadata_in_append_order() -> None:
     assert f0 is not None
     callbacks = batch.callbacks
     assert callbacks is not None and [c[1].relative_offset for c in callbacks] == [0, 1]
-    assert callbacks[0][1] is f0
+    kept = callbacks[0][1]  # equivalent to f0 (the batch keeps ints per record, not futures)
+    assert kept._produce_result is f0._produce_result
+    assert (kept.create_timestamp, kept.serialized_key_size, kept.serialized_value_size) == (TS, -1, 1)
     assert batch.done(100, -1)
     assert [(n, md.offset, md.timestamp, md.serialized_key_size, md.serialized_value_size)  # type: ignore[union-attr]
             for n, md, _ in seen] == [("slow", 100, TS, -1, 1), ("fast", 101, TS + 7, 2, 3)]

@@ -47,7 +47,11 @@ def test_append_indexes_and_callbacks_only_where_given() -> None:
     assert (f0.relative_offset, f1.relative_offset) == (0, 1)
     assert (f1.serialized_key_size, f1.serialized_value_size) == (3, -1)
     assert batch.record_count == 2
-    assert batch.callbacks is not None and len(batch.callbacks) == 1 and batch.callbacks[0][1] is f1
+    assert batch.callbacks is not None and len(batch.callbacks) == 1
+    kept = batch.callbacks[0][1]  # an equivalent future: the batch keeps ints, not the future itself
+    assert kept is not f1 and kept._produce_result is f1._produce_result
+    assert (kept.relative_offset, kept.create_timestamp, kept.serialized_key_size, kept.serialized_value_size) \
+        == (1, 2, 3, -1)
     assert batch.last_append_ms == 2.0
 
 

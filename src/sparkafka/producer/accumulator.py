@@ -54,6 +54,7 @@ from sparkafka.record.builder import (
     MAX_RECORD_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RecordBatchBuilder,
+    _c_append_open,
     estimate_batch_size_upper_bound,
 )
 from sparkafka.record.compression import CompressionType
@@ -90,6 +91,7 @@ class RecordAppendResult(NamedTuple):
 
 
 _new_tuple = tuple.__new__
+_object_new = object.__new__
 
 
 class ReadyCheckResult(NamedTuple):
@@ -331,67 +333,89 @@ class RecordAccumulator:
             key_size = -1 if key is None else len(key)
         if value_size is None:
             value_size = -1 if value is None else len(value)
-        # Only the append itself runs under the queue lock (the future is made after it): with several
-        # sending threads a thread that loses the GIL while holding the lock stalls the others.
         if partition >= 0:
+            sticky = None
             pq = info.queues._map.get(partition)
-            if pq is None:
-                return None
-            dq = pq.deque
-            lock = pq.lock
-            if not lock.acquire(False):  # acquire/release: half the cost of a with-statement
-                _acquire_contended(lock)
-            try:
-                if not dq or self._closed:
-                    return None
-                batch = dq[-1]
-                # ProducerBatch.try_append_open, inlined (one Python call less per record)
-                grown = batch.builder.try_append_open(timestamp, key, value)
-                if grown < 0:
-                    return None
-                batch.appended_bytes = grown
-                index = batch.record_count
-                batch.record_count = index + 1
-                if callback is not None:
-                    batch._callbacks += (callback, index, timestamp - batch.builder._base_timestamp,
-                                         key_size, value_size)
-            finally:
-                lock.release()
         else:
             partitioner = info.partitioner
             sticky = partitioner._info
             if sticky is None:
                 return None
             pq = info.queues._map.get(sticky.partition)
-            if pq is None:
+        if pq is None:
+            return None
+        dq = pq.deque
+        lock = pq.lock
+        # Only the append itself runs under the queue lock (the future is made after it): with several
+        # sending threads a thread that loses the GIL while holding the lock stalls the others.
+        # acquire/release: half the cost of a with-statement; locked() + acquire() without arguments:
+        # cheaper again than acquire(False), whose argument parsing costs more than the check (a thread
+        # switch between the two calls can make acquire() wait, rarely: that wait is short and cannot
+        # cascade, since every other thread still sees the lock taken and yields)
+        if lock.locked():
+            _acquire_contended(lock)
+        else:
+            lock.acquire()
+        try:
+            if not dq or self._closed or (sticky is not None and partitioner._info is not sticky):
                 return None
-            dq = pq.deque
-            lock = pq.lock
-            if not lock.acquire(False):
-                _acquire_contended(lock)
-            try:
-                if not dq or self._closed or partitioner._info is not sticky:
-                    return None
-                batch = dq[-1]
-                # ProducerBatch.try_append_open, inlined as above
-                grown = batch.builder.try_append_open(timestamp, key, value)
+            batch = dq[-1]
+            # ProducerBatch.try_append_open and, with the C accelerator,
+            # RecordBatchBuilder._try_append_open_c inlined (two Python calls less per record): keep
+            # them in step. ``appended_bytes`` is not set: only ``append``/``_append`` read it, right
+            # after their own ``try_append`` set it.
+            builder = batch.builder
+            n = builder.record_count
+            ts_delta = timestamp - builder._base_timestamp
+            if _c_append_open is None or not n or builder._appends_closed:
+                grown = builder.try_append_open(timestamp, key, value)
                 if grown < 0:
                     return None
-                batch.appended_bytes = grown
-                index = batch.record_count
-                batch.record_count = index + 1
-                if callback is not None:
-                    batch._callbacks += (callback, index, timestamp - batch.builder._base_timestamp,
-                                         key_size, value_size)
+            else:
+                buf = builder._buf
+                pos = builder._pos
+                uncompressed = builder.uncompressed_bytes
+                factor = builder._ratio_factor
+                total = _c_append_open(buf, buf is builder._buffer, pos, n, ts_delta, key, value, uncompressed,
+                                       factor, builder._write_limit)
+                if total >= 0:
+                    builder._pos = pos + total
+                    uncompressed += total
+                    builder.uncompressed_bytes = uncompressed
+                    new = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
+                    grown = new - builder.estimated_size_in_bytes
+                    builder.estimated_size_in_bytes = new
+                    builder.record_count = n + 1
+                    if timestamp > builder._max_timestamp:
+                        builder._max_timestamp = timestamp
+                elif total == -1:  # it would fill the batch
+                    return None
+                else:  # -2: it would run past the pooled buffer; the Python version moves the records
+                    grown = builder._try_append_open_py(timestamp, key, value)
+                    if grown < 0:
+                        return None
+            index = batch.record_count
+            batch.record_count = index + 1
+            if callback is not None:
+                batch._callbacks.extend((callback, index, ts_delta, key_size, value_size))
+            if sticky is not None:
                 produced = sticky.produced_bytes + grown
                 if produced < partitioner.double_batch_size:
                     sticky.produced_bytes = produced
                 else:  # switch partitions (the batch is not full: only the 2 x batch.size rule applies)
                     partitioner.update_partition_info(sticky, grown, cluster, False)
-            finally:
-                lock.release()
+        finally:
+            lock.release()
         self.records_appended += 1
-        return FutureRecordMetadata(batch.result, index, timestamp, key_size, value_size)
+        # FutureRecordMetadata(batch.result, index, timestamp, key_size, value_size) without running
+        # __init__ (a third less time per record); tests/producer/test_fast_path.py checks they agree
+        future = _object_new(FutureRecordMetadata)
+        future._produce_result = batch.result
+        future.relative_offset = index
+        future.create_timestamp = timestamp
+        future.serialized_key_size = key_size
+        future.serialized_value_size = value_size
+        return future
 
     def _append(
         self,

@@ -3,19 +3,20 @@
 How it works: the batch wraps a ``RecordBatchBuilder`` (which keeps the appended records and encodes
 them once, at ``close``) and a ``ProduceRequestResult`` shared by the futures of its records.
 ``try_append`` returns a ``FutureRecordMetadata`` (or None when the batch has no room); records that
-have a callback are remembered in one flat list, five slots each: ``callback, future, 0, 0, 0``
-(``try_append``) or ``callback, index, timestamp_delta, key_size, value_size`` (``try_append_open``,
-the producer's fast path: no headers, refuses the record that would fill the batch, does not touch
-``last_append_ms``). The fast path thus keeps no object per record alive besides plain ints (the
-record itself is already encoded by the builder, and the future is freed as soon as the caller drops
-it), so the cyclic garbage collector has nothing per in-flight record to track; a callback's
-metadata is built from those ints at completion. The Sender drives the rest of the life
-cycle: ``close`` when drained (idempotent), ``set_producer_state`` for idempotence (before close it is
-passed to the builder, after close the header is patched and the CRC redone), ``reenqueued`` for
-retries, and ``done``/``abort`` exactly once — the first completion wins, the result is published,
-then callbacks run in append order (each guarded, so one raising callback does not stop the others;
-a successful batch builds each ``RecordMetadata`` straight from the batch result),
-then waiters are released. A batch the broker rejects as too large is ``split`` into new batches
+have a callback are remembered in one flat list, five slots each: ``callback, index,
+timestamp_delta, key_size, value_size`` (``try_append``, and ``try_append_open``, the producer's
+fast path: no headers, refuses the record that would fill the batch, does not touch
+``last_append_ms``); only the batches a split makes hold ``callback, future, 0, 0, 0`` entries
+(futures of the batch they came from). So a batch keeps no object per record alive besides plain
+ints (the record itself is already encoded by the builder, and the future is freed as soon as the
+caller drops it), the cyclic garbage collector has nothing per in-flight record to track, and a
+callback's metadata is built from those ints at completion without a type check per record. The
+Sender drives the rest of the life cycle: ``close`` when drained (idempotent), ``set_producer_state``
+for idempotence (before close it is passed to the builder, after close the header is patched and the
+CRC redone), ``reenqueued`` for retries, and ``done``/``abort`` exactly once — the first completion
+wins, the result is published, then callbacks run in append order (each guarded, so one raising
+callback does not stop the others; a successful batch builds each ``RecordMetadata`` straight from
+the batch result), then waiters are released. A batch the broker rejects as too large is ``split`` into new batches
 built outside the buffer pool from the same records; the old result redirects every record to its
 new batch, so user futures and callbacks complete from there.
 """
@@ -156,15 +157,13 @@ class ProducerBatch:
             return None
         self.appended_bytes = grown
         index = self.record_count
-        future = FutureRecordMetadata(
-            self.result, index, timestamp,
-            -1 if key is None else len(key), -1 if value is None else len(value),
-        )
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
         if callback is not None:
-            self._callbacks += (callback, future, 0, 0, 0)
+            self._callbacks += (callback, index, timestamp - self.builder.base_timestamp, key_size, value_size)
         self.record_count = index + 1
         self.last_append_ms = now
-        return future
+        return FutureRecordMetadata(self.result, index, timestamp, key_size, value_size)
 
     def try_append_open(
         self,
@@ -193,7 +192,8 @@ class ProducerBatch:
     @property
     def callbacks(self) -> list[tuple[RecordCallback, FutureRecordMetadata]] | None:
         """``(callback, future)`` of the records that have a callback, in append order (None if none).
-        For records appended by ``try_append_open`` the future is a new, equivalent one."""
+        Each future is a new one, equivalent to the one the append returned (except in a batch made
+        by a split, which keeps the futures of the batch it came from)."""
         flat = self._callbacks
         if not flat:
             return None
@@ -371,7 +371,8 @@ class ProducerBatch:
         return True
 
     def _run_success_callbacks(self, callbacks: list[object]) -> None:
-        """Every record succeeded and every entry points into this batch: build the metadata directly."""
+        """Every record succeeded and the batch was not made by a split, so every entry is
+        ``callback, index, timestamp_delta, key_size, value_size``: build the metadata directly."""
         topic, partition = self.tp
         result = self.result
         base = result.base_offset
@@ -380,32 +381,21 @@ class ProducerBatch:
         new = tuple.__new__
         it = iter(callbacks)
         if base != -1 and log_append_time == -1:  # the usual case, with less work per record
-            for callback, ref, ts_delta, key_size, value_size in zip(it, it, it, it, it):
+            for callback, index, ts_delta, key_size, value_size in zip(it, it, it, it, it):
                 try:
-                    if type(ref) is int:
-                        metadata = new(RecordMetadata, (topic, partition, base + ref,
-                                                        base_timestamp + ts_delta,  # type: ignore[operator]
-                                                        key_size, value_size))
-                    else:
-                        metadata = ref._metadata(result, ref.relative_offset)  # type: ignore[attr-defined]
-                    callback(metadata, None)  # type: ignore[operator]
+                    callback(new(RecordMetadata, (topic, partition, base + index,  # type: ignore[operator]
+                                                  base_timestamp + ts_delta,  # type: ignore[operator]
+                                                  key_size, value_size)), None)
                 except Exception:
                     log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
                                   topic, partition)
             return
-        for callback, ref, ts_delta, key_size, value_size in zip(it, it, it, it, it):
+        for callback, index, ts_delta, key_size, value_size in zip(it, it, it, it, it):
             try:
-                if type(ref) is int:
-                    metadata = new(RecordMetadata, (
-                        topic, partition, -1 if base == -1 else base + ref,
-                        base_timestamp + ts_delta if log_append_time == -1 else log_append_time,  # type: ignore[operator]
-                        key_size, value_size))
-                else:
-                    f: FutureRecordMetadata = ref  # type: ignore[assignment]
-                    metadata = new(RecordMetadata, (
-                        topic, partition, -1 if base == -1 else base + f.relative_offset,
-                        f.create_timestamp if log_append_time == -1 else log_append_time,
-                        f.serialized_key_size, f.serialized_value_size))
+                metadata = new(RecordMetadata, (
+                    topic, partition, -1 if base == -1 else base + index,  # type: ignore[operator]
+                    base_timestamp + ts_delta if log_append_time == -1 else log_append_time,  # type: ignore[operator]
+                    key_size, value_size))
                 callback(metadata, None)  # type: ignore[operator]
             except Exception:
                 log.exception("Error executing user-provided callback on message for topic-partition %s-%d",

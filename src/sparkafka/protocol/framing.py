@@ -38,11 +38,13 @@ from sparkafka.errors import (
 )
 from sparkafka.protocol.messages import API_BY_KEY, ApiKey, ApiSpec
 from sparkafka.protocol.primitives import INT16, INT32, MAX_STRING_BYTES, Buffer, Reader
+from sparkafka.protocol.produce import decode_produce_response
 from sparkafka.protocol.schema import Body
 
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 
 _REQ_FIXED = struct.Struct(">hhi")
+_PRODUCE = int(ApiKey.PRODUCE)
 
 
 class InFlight(NamedTuple):
@@ -157,7 +159,12 @@ def encode_response_frame(api_key: int, api_version: int, correlation_id: int, b
 def decode_response_body(api_key: int, api_version: int, payload: Buffer) -> tuple[int, dict[str, Any]]:
     """Decode a response body; returns ``(version actually used, body)``.
 
-    Applies the ApiVersions v0 fallback."""
+    Applies the ApiVersions v0 fallback. Produce responses go through the hand-written decoder
+    (``protocol.produce``) when it takes them (same result as the generic codec)."""
+    if api_key == _PRODUCE:
+        fast = decode_produce_response(api_version, payload)
+        if fast is not None:
+            return api_version, fast
     spec = _spec(api_key)
     try:
         body = spec.decode_response(api_version, payload)

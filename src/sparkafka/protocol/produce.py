@@ -7,6 +7,14 @@ batch buffers (``bytes`` or ``memoryview``) and joins them once: the batch bytes
 once, into the result. v9+ is flexible (compact lengths and an empty tagged-field section closing
 every struct); v13 names each topic by its 16-byte topic id instead of its name. Topic-name prefixes
 are cached. The output is byte-identical to ``PRODUCE.encode_request`` (the tests check it).
+
+``decode_produce_response`` is the matching hand-written decoder for the response (one per request,
+on the Sender thread): one ``unpack_from`` per partition instead of the generic codec's nested
+decoder calls. It handles the shapes brokers send (no tagged fields; any number of topics,
+partitions and record errors) and returns the same dict the generic ``PRODUCE.decode_response``
+builds, absent fields with their defaults; for anything else (tagged fields, a null where none is
+allowed, bad or truncated input, a version outside 3-13) it returns None and the caller uses the
+generic codec, so results and error messages stay exactly the generic ones.
 """
 
 from __future__ import annotations
@@ -15,9 +23,10 @@ import struct
 import uuid
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from sparkafka.errors import ProtocolError, UnsupportedVersionError
-from sparkafka.protocol.primitives import INT16, INT32, MAX_STRING_BYTES, Buffer, uvarint_bytes
+from sparkafka.protocol.primitives import INT16, INT32, MAX_STRING_BYTES, Buffer, read_uvarint, uvarint_bytes
 
 PRODUCE_MIN_VERSION = 3
 PRODUCE_MAX_VERSION = 13
@@ -122,3 +131,148 @@ def encode_produce_request(
     if flexible:
         append(b"\x00")  # top-level tagged fields
     return b"".join(parts)
+
+
+# ------------------------------------------------------------------------------------------ response
+_PARTITION_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms (v2+)
+_PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log_start_offset (v5+)
+_UNPACK_I16 = INT16.unpack_from
+_UNPACK_I32 = INT32.unpack_from
+_NO_TOPIC_ID = bytes(16)
+_FIRST_RECORD_ERRORS = 8
+
+
+class _Unusual(Exception):
+    """Input left to the generic codec."""
+
+
+_LEAVE = (_Unusual, ProtocolError, struct.error, IndexError, ValueError, OverflowError, MemoryError)
+
+
+def decode_produce_response(version: int, data: Buffer) -> dict[str, Any] | None:
+    """The Produce response body as ``PRODUCE.decode_response(version, data)`` decodes it, or None
+    when this decoder leaves it to that generic codec (see the module docstring)."""
+    if not PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
+        return None
+    try:
+        return _decode_response(version, data)
+    except _LEAVE:
+        return None
+
+
+def _length(buf: Buffer, pos: int, flexible: bool, width: int) -> tuple[int, int]:
+    """A string (``width`` 2) or array (4) length; null and invalid lengths are unusual here."""
+    if flexible:
+        n = buf[pos]
+        if n & 0x80:
+            n, pos = read_uvarint(buf, pos)
+        else:
+            pos += 1
+        n -= 1
+    elif width == 4:
+        (n,) = _UNPACK_I32(buf, pos)
+        pos += 4
+    else:
+        (n,) = _UNPACK_I16(buf, pos)
+        pos += 2
+    if n < 0:
+        raise _Unusual
+    return n, pos
+
+
+def _nullable_string(buf: Buffer, pos: int, flexible: bool) -> tuple[str | None, int]:
+    if flexible:
+        n = buf[pos]
+        if n & 0x80:
+            n, pos = read_uvarint(buf, pos)
+        else:
+            pos += 1
+        n -= 1
+    else:
+        (n,) = _UNPACK_I16(buf, pos)
+        pos += 2
+        if n < -1:
+            raise _Unusual
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise _Unusual
+    return str(buf[pos:end], "utf-8"), end
+
+
+def _decode_response(version: int, buf: Buffer) -> dict[str, Any]:
+    flexible = version >= PRODUCE_FIRST_FLEXIBLE
+    by_id = version >= PRODUCE_FIRST_TOPIC_ID
+    record_errors_field = version >= _FIRST_RECORD_ERRORS
+    with_start_offset = version >= 5
+    fixed = _PARTITION_V5 if with_start_offset else _PARTITION_V3
+    unpack = fixed.unpack_from
+    step = fixed.size
+    size = len(buf)
+    topics, pos = _length(buf, 0, flexible, 4)
+    responses: list[dict[str, Any]] = []
+    for _ in range(topics):
+        if by_id:
+            end = pos + 16
+            if end > size:
+                raise _Unusual
+            name = ""
+            topic_id = bytes(buf[pos:end])
+        else:
+            n, pos = _length(buf, pos, flexible, 2)
+            end = pos + n
+            if end > size:
+                raise _Unusual
+            name = str(buf[pos:end], "utf-8")
+            topic_id = _NO_TOPIC_ID
+        count, pos = _length(buf, end, flexible, 4)
+        partitions: list[dict[str, Any]] = []
+        for _ in range(count):
+            if with_start_offset:
+                index, code, base_offset, append_time, start_offset = unpack(buf, pos)
+            else:
+                index, code, base_offset, append_time = unpack(buf, pos)
+                start_offset = -1
+            pos += step
+            record_errors: list[dict[str, Any]] = []
+            message = None
+            if flexible and buf[pos] == 1 and not buf[pos + 1] and not buf[pos + 2]:
+                # the usual partition: no record errors, no error message, no tagged fields
+                pos += 3
+                partitions.append({
+                    "index": index, "error_code": code, "base_offset": base_offset,
+                    "log_append_time_ms": append_time, "log_start_offset": start_offset,
+                    "record_errors": record_errors, "error_message": None,
+                    "current_leader": {"leader_id": -1, "leader_epoch": -1},
+                })
+                continue
+            if record_errors_field:
+                listed, pos = _length(buf, pos, flexible, 4)
+                for _ in range(listed):
+                    (batch_index,) = _UNPACK_I32(buf, pos)
+                    text, pos = _nullable_string(buf, pos + 4, flexible)
+                    if flexible:
+                        if buf[pos]:
+                            raise _Unusual  # tagged fields
+                        pos += 1
+                    record_errors.append({"batch_index": batch_index, "batch_index_error_message": text})
+                message, pos = _nullable_string(buf, pos, flexible)
+            if flexible:
+                if buf[pos]:
+                    raise _Unusual  # tagged fields (current_leader)
+                pos += 1
+            partitions.append({
+                "index": index, "error_code": code, "base_offset": base_offset, "log_append_time_ms": append_time,
+                "log_start_offset": start_offset, "record_errors": record_errors, "error_message": message,
+                "current_leader": {"leader_id": -1, "leader_epoch": -1},
+            })
+        if flexible:
+            if buf[pos]:
+                raise _Unusual
+            pos += 1
+        responses.append({"name": name, "topic_id": topic_id, "partition_responses": partitions})
+    (throttle_time_ms,) = _UNPACK_I32(buf, pos)
+    if flexible and buf[pos + 4]:
+        raise _Unusual  # tagged fields (node_endpoints)
+    return {"responses": responses, "throttle_time_ms": throttle_time_ms, "node_endpoints": []}

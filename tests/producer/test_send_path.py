@@ -1,0 +1,56 @@
+"""What ``KafkaProducer.send()`` assumes on its fast path, pinned.
+
+``send()`` reads the metadata snapshot as ``Metadata._cluster`` and the partition count as
+``Cluster._counts.get(topic)`` (two attribute reads instead of two Python calls per record), and
+partitions keyed records with ``partition_for_key_fast``. If ``net/`` changes what those attributes
+hold, these tests fail before send() silently misbehaves.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkafka._clock import ManualClock
+from sparkafka.net.cluster import Cluster
+from sparkafka.net.metadata import Metadata
+from sparkafka.producer.murmur2 import murmur2, murmur2_py, partition_for_key_fast, partition_for_key_py
+
+
+def _metadata_body(topics: dict[str, int]) -> dict[str, object]:
+    return {
+        "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": 9092, "rack": None}],
+        "controller_id": 1,
+        "topics": [
+            {"name": name, "error_code": 0, "is_internal": False,
+             "partitions": [{"partition_index": p, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1],
+                             "isr_nodes": [1], "offline_replicas": [], "error_code": 0} for p in range(count)]}
+            for name, count in topics.items()
+        ],
+    }
+
+
+def test_the_snapshot_attribute_is_what_fetch_returns_before_and_after_updates() -> None:
+    clock = ManualClock()
+    metadata = Metadata(bootstrap_servers="127.0.0.1:9092", clock=clock)
+    assert metadata._cluster is metadata.fetch()
+    metadata.add_topic("orders", clock.monotonic_ms())
+    metadata.update(_metadata_body({"orders": 6, "audit": 1}), clock.monotonic_ms())
+    snapshot = metadata._cluster
+    assert snapshot is metadata.fetch()
+    for topic in ("orders", "audit", "missing"):
+        assert snapshot._counts.get(topic) == snapshot.partition_count(topic)
+    assert snapshot._counts.get("orders") == 6
+
+
+def test_partition_counts_attribute_matches_the_accessor() -> None:
+    empty = Cluster.empty()
+    assert empty._counts.get("t") is None and empty.partition_count("t") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.binary(max_size=40), n=st.integers(1, 5000))
+def test_fast_key_partitioning_is_javas_formula(key: bytes, n: int) -> None:
+    expected = (murmur2_py(key) & 0x7FFFFFFF) % n
+    assert partition_for_key_fast(key, n) == expected == (murmur2(key) & 0x7FFFFFFF) % n
+    assert partition_for_key_py(key, n) == expected
