@@ -160,15 +160,19 @@ def decode_produce_response(version: int, data: Buffer) -> dict[str, Any] | None
         return None
 
 
+def _compact_length(buf: Buffer, pos: int) -> tuple[int, int]:
+    """A compact (flexible-version) length: unsigned varint minus one (-1 = null)."""
+    n = buf[pos]
+    if n & 0x80:
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    return n - 1, pos + 1
+
+
 def _length(buf: Buffer, pos: int, flexible: bool, width: int) -> tuple[int, int]:
     """A string (``width`` 2) or array (4) length; null and invalid lengths are unusual here."""
     if flexible:
-        n = buf[pos]
-        if n & 0x80:
-            n, pos = read_uvarint(buf, pos)
-        else:
-            pos += 1
-        n -= 1
+        n, pos = _compact_length(buf, pos)
     elif width == 4:
         (n,) = _UNPACK_I32(buf, pos)
         pos += 4
@@ -182,12 +186,7 @@ def _length(buf: Buffer, pos: int, flexible: bool, width: int) -> tuple[int, int
 
 def _nullable_string(buf: Buffer, pos: int, flexible: bool) -> tuple[str | None, int]:
     if flexible:
-        n = buf[pos]
-        if n & 0x80:
-            n, pos = read_uvarint(buf, pos)
-        else:
-            pos += 1
-        n -= 1
+        n, pos = _compact_length(buf, pos)
     else:
         (n,) = _UNPACK_I16(buf, pos)
         pos += 2
