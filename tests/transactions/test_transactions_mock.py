@@ -126,6 +126,20 @@ def test_a_failed_batch_makes_the_transaction_abortable(
     assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [2]
 
 
+def test_the_transaction_block_aborts_when_its_commit_fails_abortably(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """``with producer.transaction()``: a commit refused because a batch failed raises, and the block has
+    already aborted, so the next transaction can begin without an explicit abort_transaction()."""
+    producer.init_transactions()
+    mock_cluster.push_partition_request_errors(topic, 0, ApiKey.PRODUCE, [87])  # INVALID_RECORD
+    with pytest.raises(errors.TransactionError), producer.transaction():
+        failed = producer.send(topic, b"0:0:0", partition=0)
+        assert isinstance(failed.exception(10), errors.error_class_for_code(87))
+    with producer.transaction():  # no abort_transaction() needed
+        producer.send(topic, b"0:1:1", partition=1)
+    assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [1]
+
+
 @pytest.mark.parametrize("api", [ApiKey.END_TXN, ApiKey.PRODUCE, ApiKey.ADD_PARTITIONS_TO_TXN])
 def test_a_fenced_producer_fails_every_later_call(
         mock_cluster: MockCluster, topic: str, producer: KafkaProducer, api: int) -> None:

@@ -436,7 +436,10 @@ class KafkaProducer:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[KafkaProducer]:
-        """``with producer.transaction(): producer.send(...)`` commits, or aborts on an exception."""
+        """``with producer.transaction(): producer.send(...)`` commits, or aborts on an exception. A
+        commit that fails abortably (a record of the transaction failed) is aborted before its error is
+        raised, so the producer is ready for the next transaction; a commit that timed out is not (call
+        ``commit_transaction()`` again, as in Java)."""
         self.begin_transaction()
         try:
             yield self
@@ -445,7 +448,13 @@ class KafkaProducer:
             if tm is not None and not tm.has_fatal_error():
                 self.abort_transaction()
             raise
-        self.commit_transaction()
+        try:
+            self.commit_transaction()
+        except errors.KafkaError:
+            tm = self._tm
+            if tm is not None and tm.has_abortable_error():
+                self.abort_transaction()
+            raise
 
     def __repr__(self) -> str:
         return f"KafkaProducer(client_id={self.config.client_id!r}, closed={self._closed})"
