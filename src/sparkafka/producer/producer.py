@@ -112,6 +112,8 @@ class KafkaProducer:
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            recovery_strategy=cfg.metadata_recovery_strategy,
+            rebootstrap_trigger_ms=cfg.metadata_recovery_rebootstrap_trigger_ms,
             clock=self._clock,
         )
         self._client = NetworkClient(
