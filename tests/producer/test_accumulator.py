@@ -597,3 +597,32 @@ def test_concurrent_appends_keep_per_thread_order_and_lose_nothing() -> None:
             assert mine == sorted(mine)
     complete_all(acc, batches)
     assert acc.pool.available_memory() == 1 << 20
+
+
+def test_bulk_append_waits_for_memory_until_one_deadline() -> None:
+    """append_tails: max.block.ms bounds the whole bulk call, not each allocation (10 batches' worth of
+    rows, every allocation taking 100 ms of the 250 ms budget)."""
+    import pyarrow as pa
+
+    from sparkafka.errors import BufferExhaustedError
+    from sparkafka.record.arrow_records import encode_tails, tail_buffers
+
+    clock = ManualClock()
+    waits: list[float] = []
+
+    class SlowPool(BufferPool):
+        def allocate(self, size: int, max_block_ms: float) -> bytearray:
+            waits.append(max_block_ms)
+            clock.advance(100)
+            if max_block_ms < 100:
+                raise BufferExhaustedError(f"no memory within {max_block_ms} ms")
+            return super().allocate(size, max_block_ms)
+
+    acc = make(clock, buffer_pool=SlowPool(1 << 20, 1024, clock), batch_size=1024)
+    tails = encode_tails(None, pa.array([b"x" * 100] * 100))
+    offsets, data, first = tail_buffers(tails)
+    segments, error = acc.append_tails(T, 0, offsets, data, first, first + 100, 0, clock.monotonic_ms() + 250,
+                                       lambda: None)
+    assert waits == [250, 150, 50]
+    assert isinstance(error, BufferExhaustedError)
+    assert [count for _, _, count in segments] == [8, 8]  # two 1 KB batches of ~110-byte records, then none

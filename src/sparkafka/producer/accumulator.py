@@ -953,12 +953,13 @@ class RecordAccumulator:
         start: int,
         stop: int,
         timestamp: int,
-        max_block_ms: float,
+        deadline_ms: float,
         wakeup: Callable[[], None],
     ) -> tuple[list[BulkSegment], KafkaError | None]:
         """The bulk path: append the records whose pre-encoded tails are rows ``[start, stop)`` (see
         ``RecordBatchBuilder.append_tails``) to one partition, in order: into its open last batch, then
-        into new batches (memory from the pool, each allocation blocking up to ``max_block_ms``).
+        into new batches (memory from the pool; waiting for it ends at ``deadline_ms``, on the
+        accumulator's clock: the caller's ``max.block.ms`` budget for the whole bulk call).
 
         Returns the segments covering the rows appended, in row order, and the error that stopped it
         early (``BufferExhaustedError``, ``ProducerClosedError``), in which case the rows after the
@@ -1005,7 +1006,8 @@ class RecordAccumulator:
                     break
                 if buffer is None:
                     size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + offsets[i + 1] - offsets[i]
-                    buffer = self.pool.allocate(max(size, self._batch_size), max_block_ms)  # may block
+                    wait_ms = max(0.0, deadline_ms - self._clock.monotonic_ms())
+                    buffer = self.pool.allocate(max(size, self._batch_size), wait_ms)  # may block
         except (BufferExhaustedError, ProducerClosedError) as exc:
             return segments, exc
         finally:

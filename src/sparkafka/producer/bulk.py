@@ -14,7 +14,7 @@ How it works (``append_arrow``, for the rows of one topic; ``KafkaProducer.send_
 3. **Group.** A stable sort by partition puts each partition's rows next to each other in their original
    order (one ``take`` of the tails); a batch that goes to one partition is not sorted.
 4. **Append.** ``RecordAccumulator.append_tails`` copies each partition's run into its batches (the
-   open last batch, then new ones from the buffer pool, blocking up to ``max.block.ms``); the Sender
+   open last batch, then new ones from the buffer pool, blocking up to ``max.block.ms`` in all); the Sender
    then sends them like any others: same idempotence, ordering, retries, timeouts and transactions.
 
 The result is a ``BulkAppend``: one ``(batch result, first index, count)`` segment per batch touched
@@ -189,7 +189,7 @@ def append_arrow(
     partitions: pa.Array | None,
     *,
     timestamp: int,
-    max_block_ms: float,
+    deadline_ms: float,
     record_limit: int,
     custom: Partitioner | None,
     ignore_keys: bool,
@@ -199,9 +199,11 @@ def append_arrow(
 ) -> BulkAppend:
     """Append the rows (all for ``topic``) to the accumulator; see the module docstring.
 
-    ``record_limit`` is ``min(max.request.size, buffer.memory)``: a row whose record could be larger
-    raises ``RecordTooLargeError`` (naming the row) before anything is appended. ``partition_added``
-    is called with each partition before its first append (transactions add the partition)."""
+    Waiting for memory ends at ``deadline_ms`` (the accumulator's clock): ``max.block.ms`` bounds the
+    whole call, as it bounds one ``send()``. ``record_limit`` is ``min(max.request.size,
+    buffer.memory)``: a row whose record could be larger raises ``RecordTooLargeError`` (naming the
+    row) before anything is appended. ``partition_added`` is called with each partition before its
+    first append (transactions add the partition)."""
     n = len(values)
     if not n:
         return BulkAppend([], 0, None)
@@ -219,7 +221,7 @@ def append_arrow(
         if partition_added is not None:
             partition_added(partition)
         done, error = accumulator.append_tails(topic, partition, offsets, data, first + start, first + stop,
-                                               timestamp, max_block_ms, wakeup)
+                                               timestamp, deadline_ms, wakeup)
         segments += done
         if error is not None:
             appended = sum(count for _, _, count in done)

@@ -280,16 +280,15 @@ class KafkaProducer:
             if tm.transactional_id is not None:
                 def add(partition: int) -> None:
                     tm.maybe_add_partition((topic, partition))
-        block_ms = self._max_block_ms
+        # max.block.ms bounds the whole call: the metadata wait and every wait for memory together
+        deadline_ms = self._clock.monotonic_ms() + self._max_block_ms
         cluster: ClusterView = self._metadata.fetch()
         n = cluster.partition_count(topic)
         if n is None:
-            started = self._clock.monotonic_ms()
             cluster, n = self._wait_on_metadata(topic, None)
-            block_ms = max(0, int(block_ms - (self._clock.monotonic_ms() - started)))
         return append_arrow(
             self._accumulator, topic, n, keys, values, headers, partitions,
-            timestamp=_time_ns() // 1_000_000, max_block_ms=block_ms, record_limit=self._record_limit,
+            timestamp=_time_ns() // 1_000_000, deadline_ms=deadline_ms, record_limit=self._record_limit,
             custom=self._partitioner, ignore_keys=self._ignore_keys, cluster=cluster, wakeup=self._client.wakeup,
             partition_added=add)
 
