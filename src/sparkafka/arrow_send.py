@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from sparkafka._types import TopicPartition
 from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaError, KafkaTimeoutError
 from sparkafka.producer.bulk import check_record_sizes
-from sparkafka.record.arrow_records import encode_tails
+from sparkafka.record.arrow_records import as_large_binary, encode_tails
 
 if TYPE_CHECKING:
     from sparkafka.producer.accumulator import BulkSegment
@@ -199,19 +199,6 @@ def _plain(arr: pa.Array) -> pa.Array:
     return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
 
 
-def _as_binary(arr: pa.Array) -> pa.Array:
-    """The same bytes as a binary array (zero-copy for string and large_string)."""
-    arr = _plain(arr)
-    t = arr.type
-    if pa.types.is_string(t):
-        return arr.cast(pa.binary())
-    if pa.types.is_large_string(t):
-        return arr.cast(pa.large_binary())
-    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
-        return arr.cast(pa.large_binary())
-    return arr
-
-
 def _large(t: pa.DataType) -> pa.DataType:
     if pa.types.is_string_view(t):
         return pa.large_string()
@@ -312,7 +299,7 @@ def _check_partitions(producer: ProducerLike | None, column: str, col: pa.Array,
 
 
 def _payload_bytes(arr: pa.Array) -> int:
-    total = pc.sum(pc.binary_length(_as_binary(arr))).as_py()
+    total = pc.sum(pc.binary_length(as_large_binary(arr))).as_py()
     return int(total or 0)
 
 
