@@ -289,6 +289,46 @@ def test_wakeup_interrupts_a_long_poll(fake_broker: FakeBroker) -> None:
         assert time.monotonic() - started >= 0.02
 
 
+def test_wakeup_outside_select_writes_no_byte_and_is_never_lost(fake_broker: FakeBroker) -> None:
+    with _client(fake_broker.bootstrap) as client:
+        client.wakeup()  # not polling: only the request flag, no syscall
+        assert not client._wakeup_pending
+        started = time.monotonic()
+        client.poll(30_000, client.clock.monotonic_ms())  # sees the request: does not block
+        assert time.monotonic() - started < 10
+        started = time.monotonic()
+        client.poll(50, client.clock.monotonic_ms())  # request consumed: this one waits
+        assert time.monotonic() - started >= 0.02
+
+        # A writer publishes a value then wakes the poller, at every point of its loop: a lost
+        # wake-up leaves a 30 s poll blocked and the whole exchange far past its bound.
+        rounds = 300
+        value = [0]
+        seen = threading.Event()
+        failures: list[str] = []
+
+        def writer() -> None:
+            for i in range(1, rounds + 1):
+                value[0] = i
+                client.wakeup()
+                if not seen.wait(20):
+                    failures.append(f"round {i} was never seen")
+                    return
+                seen.clear()
+
+        thread = threading.Thread(target=writer)
+        started = time.monotonic()
+        thread.start()
+        last = 0
+        while last < rounds and not failures and time.monotonic() - started < 60:
+            client.poll(30_000, client.clock.monotonic_ms())
+            if value[0] != last:
+                last = value[0]
+                seen.set()
+        thread.join(30)
+        assert not failures and last == rounds, (failures, last)
+        assert time.monotonic() - started < 30, "a wake-up was lost"
+
 def test_disconnect_listener_and_reconnect(fake_broker: FakeBroker) -> None:
     seen: list[tuple[int, Exception | None]] = []
     with _client(fake_broker.bootstrap) as client:

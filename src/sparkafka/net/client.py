@@ -167,7 +167,9 @@ class NetworkClient:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._wakeup_pending = False
+        self._wakeup_pending = False  # a byte is in the wake-up pair (or being written)
+        self._wakeup_requested = False  # a wakeup() since the last poll finished selecting
+        self._selecting = False  # poll() is in (or about to enter) select
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         if bootstrap_servers is not None:
             addresses = parse_bootstrap_servers(bootstrap_servers)
@@ -462,8 +464,16 @@ class NetworkClient:
 
     # ------------------------------------------------------------------ the loop
     def wakeup(self) -> None:
-        """Interrupt a blocking ``poll`` (any thread; coalesced; safe after close)."""
-        if self._wakeup_pending:
+        """Interrupt a blocking ``poll`` (any thread; coalesced; safe after close).
+
+        Only a poll that is selecting needs the byte written to the wake-up pair: a poll that has not
+        reached its select yet sees ``_wakeup_requested`` and does not block. The two flags are set and
+        read in opposite orders here and in ``poll`` (each attribute store is atomic under the GIL), so
+        either this call sees ``_selecting`` or that poll sees the request. Senders append a new batch
+        ~100 times a second per partition; most arrive while the Sender is busy and skip the syscall
+        (and the GIL hand-off it causes)."""
+        self._wakeup_requested = True
+        if not self._selecting or self._wakeup_pending:
             return
         self._wakeup_pending = True
         try:
@@ -484,7 +494,16 @@ class NetworkClient:
                 deadline = conn.next_deadline_ms()
                 if deadline is not None and deadline - now < timeout:
                     timeout = max(deadline - now, 0.0)
-        ready = self._selector.select(timeout / 1000.0)
+        self._selecting = True
+        if self._wakeup_requested:
+            timeout = 0.0
+        try:
+            ready = self._selector.select(timeout / 1000.0)
+        finally:
+            self._selecting = False
+        # Whoever woke us appended before calling wakeup(); the caller's next look at its work (after
+        # this poll) sees it, so the request is served.
+        self._wakeup_requested = False
         now = self.clock.monotonic_ms()
         for key, mask in ready:
             target = key.data
@@ -509,9 +528,9 @@ class NetworkClient:
         # Drain first, clear the flag after: clearing first lets a wakeup() that lands in between write
         # its byte, have it swallowed here and leave the flag set with an empty pipe, after which every
         # later wakeup() is a no-op. A wakeup() racing the clear below is harmless: poll() is returning.
+        # One recv: the flag lets at most a byte or two in; a byte left over wakes the next select.
         try:
-            while self._wake_r.recv(4096):
-                pass
+            self._wake_r.recv(4096)
         except OSError:
             pass
         self._wakeup_pending = False
