@@ -199,6 +199,21 @@ def scaling_line(all_results: dict[str, list[dict[str, Any]]], client: str) -> s
     return f"{client}: " + ", ".join(parts) + " of its 1-thread records/s" if parts else None
 
 
+def gil_reference_line(thread_counts: Sequence[int]) -> str | None:
+    """The same ratio for plain Python work (``gil_reference.py``), measured now on this machine."""
+    parts = []
+    for n in thread_counts:
+        out = subprocess.run([sys.executable, os.path.join(HERE, "gil_reference.py"), "--threads", str(n)],
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode == 0:
+            parts.append(f"{n} threads {json.loads(out.stdout)['median_ratio']:.2f}x")
+    if not parts:
+        return None
+    return ("CPython reference (benchmarks/gil_reference.py, same machine, median of 7): pure-Python work split over "
+            + ", ".join(parts) + " of one thread's rate; the GIL lets one thread run at a time, so this is "
+            "the ceiling for a pure-Python send() loop")
+
+
 def machine() -> str:
     model = "unknown CPU"
     with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -302,6 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = scaling_line(all_results, client)
         if line:
             blocks.append("Thread scaling: " + line)
+    reference = gil_reference_line([n for n in (2, 4, 8) if all_results.get(f"threads-{n}")])
+    if reference:
+        blocks.append(reference)
     text = "\n\n".join(blocks)
     print(text)
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
