@@ -353,6 +353,36 @@ def test_delivery_timeout_expires_queued_batches() -> None:
     assert rig.accumulator.pool.available_memory() == 1 << 22
 
 
+def test_delivery_timeout_of_batches_created_between_expiry_scans() -> None:
+    # The Sender scans for expired batches only when something can be due; a batch created after a
+    # scan, and a retried batch that was in flight at the scan, still expire exactly on time.
+    rig = Rig(delivery_timeout_ms=1000)
+    rig.client.not_ready.add(1)
+    assert rig.step() == []  # t=0: a scan with nothing queued
+    rig.clock.advance(600)
+    late = rig.send(b"late", partition=0)  # t=600, due at 1600
+    rig.step()
+    rig.step(600)  # t=1200: a scan finds it due at 1600
+    assert rig.client.polls[-1] <= 400
+    rig.step(399)
+    assert not late.done()
+    rig.step(1)  # t=1600
+    assert isinstance(late.exception(0), errors.DeliveryTimeoutError)
+
+    rig.client.not_ready.clear()
+    retried = rig.send(b"retried", partition=1)  # t=1600, due at 2600
+    first = rig.step_one()
+    rig.step(300)  # t=1900: a scan while it is in flight
+    rig.client.respond_produce(first, codes={(T, 1): 6})  # NOT_LEADER_OR_FOLLOWER: retried
+    rig.client.not_ready.add(1)
+    rig.step(100)
+    assert not retried.done()
+    rig.step(599)  # t=2599
+    assert not retried.done()
+    rig.step(1)  # t=2600
+    assert isinstance(retried.exception(0), errors.DeliveryTimeoutError)
+
+
 def test_delivery_timeout_expires_in_flight_batches_and_ignores_the_late_answer() -> None:
     rig = Rig(delivery_timeout_ms=1000)
     future = rig.send(b"a")

@@ -89,6 +89,7 @@ class Sender:
         self.force_close = False
         self.in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         """Batches on the wire, per partition, in send order."""
+        self._next_expiry_check_ms = -math.inf  # _expire scans when the clock reaches it
         self._init_pid_retry_at = -math.inf
         self._init_pid_attempts = 0
         self._txn_request_in_flight: TxnRequest | None = None
@@ -225,7 +226,15 @@ class Sender:
         return max(0.0, poll_timeout)
 
     def _expire(self, now: float) -> float:
-        """Fail batches past delivery.timeout.ms; returns ms until the next one is due."""
+        """Fail batches past delivery.timeout.ms; returns ms until the next one is due.
+
+        The scan (every partition's queue under its lock, every in-flight list) runs only when something
+        can have expired: it records the earliest deadline of what is queued or in flight, and a batch
+        created after the scan is due no earlier than scan time + delivery.timeout.ms. Retried and split
+        batches were queued or in flight at the scan. Until then each Sender loop pays one comparison."""
+        check_at = self._next_expiry_check_ms
+        if now < check_at:
+            return check_at - now
         timeout = self.delivery_timeout_ms
         expired: list[ProducerBatch] = []
         next_due = math.inf
@@ -253,7 +262,9 @@ class Sender:
             self.accumulator.deallocate(b)
             if self.guarantee_message_order and not b.in_request:
                 self.accumulator.unmute(b.tp)
-        return max(0.0, next_due)
+        next_due = max(0.0, next_due)
+        self._next_expiry_check_ms = now + min(next_due, timeout)
+        return next_due
 
     # ----------------------------------------------------------- produce path
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
