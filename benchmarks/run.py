@@ -16,8 +16,10 @@ latency percentiles. Record counts are fixed per (workload, client) so each run 
 rates do not depend on the count once batches are flowing.
 
 Workloads: ``keyed-100`` (8-byte keys, 100-byte values), ``keyed-100-lz4``, ``keyed-1k`` (1 KB
-values), ``keyless-100`` (sticky partitioning), ``threads-2/4/8`` (keyed-100 from N threads sharing
-one producer; sparkafka and confluent-kafka), ``arrow`` (10,000-row Arrow batches:
+values), ``keyless-100`` (sticky partitioning), ``threads-1/2/4/8`` (keyed-100 from N threads sharing
+one producer; sparkafka and confluent-kafka; the four run in interleaved rounds so that thread scaling
+compares runs made under the same machine load, and the CPython reference from
+``gil_reference.py`` is printed next to it), ``arrow`` (10,000-row Arrow batches:
 ``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka), ``arrow-256k`` (the same
 with batch.size 262144 for both clients: with 16 KB batches the embedded Tansu spends about as much CPU
 per batch as the bulk path itself, so the broker, not the client, sets the pace). Settings for every
@@ -65,6 +67,8 @@ class Workload:
     arrow: bool = False
     batch_size: int = 16384
     clients: tuple[str, ...] = ALL_CLIENTS
+    group: str = ""
+    """Workloads of one group run in interleaved rounds (round 1 of each, then round 2, ...)."""
     records_fast: int = 2_000_000
     """Records for sparkafka and confluent-kafka."""
     records_slow: int = 200_000
@@ -81,9 +85,11 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("keyed-1k", "8-byte keys, 1 KB values", value_size=1024, records_fast=600_000,
              records_slow=100_000),
     Workload("keyless-100", "no key (sticky partitioner), 100-byte values", key_size=0),
-    Workload("threads-2", "keyed-100 from 2 threads", threads=2, clients=("sparkafka", "confluent")),
-    Workload("threads-4", "keyed-100 from 4 threads", threads=4, clients=("sparkafka", "confluent")),
-    Workload("threads-8", "keyed-100 from 8 threads", threads=8, clients=("sparkafka", "confluent")),
+    Workload("threads-1", "keyed-100 from 1 thread, in the same rounds as threads-2/4/8 (their baseline)",
+             clients=("sparkafka", "confluent"), group="threads"),
+    Workload("threads-2", "keyed-100 from 2 threads", threads=2, clients=("sparkafka", "confluent"), group="threads"),
+    Workload("threads-4", "keyed-100 from 4 threads", threads=4, clients=("sparkafka", "confluent"), group="threads"),
+    Workload("threads-8", "keyed-100 from 8 threads", threads=8, clients=("sparkafka", "confluent"), group="threads"),
     Workload("arrow", "keyed-100 from 10,000-row Arrow batches", arrow=True,
              clients=("sparkafka", "confluent")),
     Workload("arrow-256k", "keyed-100 from 10,000-row Arrow batches, batch.size 262144 for both clients",
@@ -185,18 +191,20 @@ def table(workload: Workload, results: list[dict[str, Any]]) -> str:
 
 
 def scaling_line(all_results: dict[str, list[dict[str, Any]]], client: str) -> str | None:
-    """Records/s from N threads as a multiple of the one-thread run (keyed-100)."""
+    """Records/s from N threads as a multiple of the one-thread run (threads-1, measured in the same
+    interleaved rounds; keyed-100 if threads-1 did not run)."""
     def rate(name: str) -> float | None:
         for r in all_results.get(name, []):
             if r["client"] == client and "error" not in r:
                 return float(r["records_per_second"])
         return None
 
-    one = rate("keyed-100")
+    baseline = "threads-1" if rate("threads-1") else "keyed-100"
+    one = rate(baseline)
     if not one:
         return None
     parts = [f"{n} threads {rate(f'threads-{n}') / one:.2f}x" for n in (2, 4, 8) if rate(f"threads-{n}")]
-    return f"{client}: " + ", ".join(parts) + " of its 1-thread records/s" if parts else None
+    return f"{client}: " + ", ".join(parts) + f" of its 1-thread records/s ({baseline})" if parts else None
 
 
 def gil_reference_line(thread_counts: Sequence[int]) -> str | None:
@@ -284,26 +292,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     all_results: dict[str, list[dict[str, Any]]] = {}
     broker = Broker(args.bootstrap_servers)
     with broker.running():
-        for workload in WORKLOADS:
-            if workload.name not in args.workloads:
-                continue
-            clients = [c for c in workload.clients if c in args.clients]
-            best: dict[str, dict[str, Any]] = {}
-            for attempt in range(args.repeat):  # rounds interleave the clients; the best run is kept
-                for client in clients:
-                    result = run_one(broker, workload, client, scale)
-                    result["attempt"] = attempt + 1
-                    if "error" in result:
-                        print(f"{workload.name:14s} {client:13s} FAILED {result['error']}", file=sys.stderr)
-                    else:
-                        print(f"{workload.name:14s} {client:13s} {result['records_per_second']:>10,.0f} rec/s "
-                              f"{result['cpu_seconds_per_million']:6.2f} CPU s/M  "
-                              f"{result['peak_rss_mb']:5.0f} MB", file=sys.stderr, flush=True)
-                    kept = best.get(client)
-                    if kept is None or "error" in kept or (
-                            "error" not in result and result["records_per_second"] > kept["records_per_second"]):
-                        best[client] = result
-            all_results[workload.name] = [best[c] for c in clients]
+        chosen = [w for w in WORKLOADS if w.name in args.workloads]
+        blocks_to_run: list[list[Workload]] = []
+        for workload in chosen:  # consecutive workloads of one group form one interleaved block
+            if blocks_to_run and workload.group and blocks_to_run[-1][0].group == workload.group:
+                blocks_to_run[-1].append(workload)
+            else:
+                blocks_to_run.append([workload])
+        for block in blocks_to_run:
+            best: dict[tuple[str, str], dict[str, Any]] = {}
+            for attempt in range(args.repeat):  # rounds interleave workloads and clients; the best run is kept
+                for workload in block:
+                    for client in [c for c in workload.clients if c in args.clients]:
+                        result = run_one(broker, workload, client, scale)
+                        result["attempt"] = attempt + 1
+                        if "error" in result:
+                            print(f"{workload.name:14s} {client:13s} FAILED {result['error']}", file=sys.stderr)
+                        else:
+                            print(f"{workload.name:14s} {client:13s} {result['records_per_second']:>10,.0f} rec/s "
+                                  f"{result['cpu_seconds_per_million']:6.2f} CPU s/M  "
+                                  f"{result['peak_rss_mb']:5.0f} MB", file=sys.stderr, flush=True)
+                        kept = best.get((workload.name, client))
+                        if kept is None or "error" in kept or (
+                                "error" not in result
+                                and result["records_per_second"] > kept["records_per_second"]):
+                            best[(workload.name, client)] = result
+            for workload in block:
+                all_results[workload.name] = [best[(workload.name, c)] for c in workload.clients
+                                              if (workload.name, c) in best]
     elapsed = time.monotonic() - started
 
     header = (f"Machine: {machine()}. Broker: "
