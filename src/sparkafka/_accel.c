@@ -15,9 +15,14 @@
  *   append_tails(buf, pooled, pos, n, ts_delta, offsets, data, start, stop, uncompressed, estimate,
  *                factor, write_limit) -> (count, written)
  *       RecordBatchBuilder.append_tails: many records from pre-encoded tails (the bulk Arrow path).
- *   partitions_for_offsets(offsets, data, start, count, num_partitions) -> bytearray
- *       murmur2 partitions of ``count`` byte strings laid out as an Arrow large_binary column (int64
- *       offsets + data), as native int32s.
+ *   partitions_for_offsets(offsets, data, start, count, num_partitions[, wide]) -> bytearray
+ *       murmur2 partitions of ``count`` byte strings laid out as an Arrow binary column (offsets +
+ *       data; int64 offsets when ``wide``, the default, else int32), as native int32s.
+ *   encode_tails_kv(koffsets, kdata, kvalid, kfirst, kwide, voffsets, vdata, vvalid, vfirst, vwide, n)
+ *       -> (offsets, data)
+ *       the record tails (arrow_records.encode_tails) of n rows of a key and a value column without
+ *       headers, as the int64 offsets and the data of a large_binary array (two bytearrays). The
+ *       loops run without the GIL (the Sender thread keeps working meanwhile).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -444,15 +449,52 @@ done:
     return result;
 }
 
-/* partitions_for_offsets(offsets, data, start, count, num_partitions) -> bytearray of count native int32 */
+/* Offsets of an Arrow binary column, 32- or 64-bit. */
+typedef struct {
+    const void *off;
+    int wide;
+} offsets_t;
+
+static inline int64_t off_at(const offsets_t *o, Py_ssize_t i) {
+    return o->wide ? ((const int64_t *)o->off)[i] : (int64_t)((const int32_t *)o->off)[i];
+}
+
+/* Rows [start, start + count] of the offsets must exist, increase, and stay inside data. */
+static int check_column(const offsets_t *o, Py_ssize_t off_bytes, Py_ssize_t data_len, Py_ssize_t start,
+                        Py_ssize_t count) {
+    Py_ssize_t n_off = off_bytes / (o->wide ? 8 : 4);
+    if (start < 0 || count < 0 || start + count >= n_off) {
+        PyErr_SetString(PyExc_ValueError, "row range outside the offsets buffer");
+        return -1;
+    }
+    int64_t prev = off_at(o, start);
+    if (prev < 0)
+        goto bad;
+    for (Py_ssize_t i = start + 1; i <= start + count; i++) {
+        int64_t cur = off_at(o, i);
+        if (cur < prev)
+            goto bad;
+        prev = cur;
+    }
+    if (prev > data_len)
+        goto bad;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
+    return -1;
+}
+
+/* partitions_for_offsets(offsets, data, start, count, num_partitions[, wide]) -> bytearray of count
+ * native int32 */
 static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "partitions_for_offsets takes 5 arguments");
+    if (nargs != 5 && nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "partitions_for_offsets takes 5 or 6 arguments");
         return NULL;
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[2]);
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
     long np = PyLong_AsLong(args[4]);
+    int wide = nargs == 6 ? PyObject_IsTrue(args[5]) : 1;
     if (PyErr_Occurred())
         return NULL;
     if (np < 1 || count < 0) {
@@ -467,23 +509,154 @@ static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *a
         return NULL;
     }
     PyObject *out = NULL;
-    const int64_t *off = (const int64_t *)ov.buf;
-    if (check_offsets(off, ov.len / (Py_ssize_t)sizeof(int64_t), dv.len, start, start + count) < 0)
+    offsets_t o = {ov.buf, wide};
+    if (check_column(&o, ov.len, dv.len, start, count) < 0)
         goto done;
     out = PyByteArray_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int32_t));
     if (out == NULL)
         goto done;
     int32_t *parts = (int32_t *)PyByteArray_AS_STRING(out);
     const unsigned char *data = (const unsigned char *)dv.buf;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t lo = off[start + i];
-        uint32_t h = murmur2_u32(data + lo, (Py_ssize_t)(off[start + i + 1] - lo));
+        int64_t lo = off_at(&o, start + i);
+        uint32_t h = murmur2_u32(data + lo, (Py_ssize_t)(off_at(&o, start + i + 1) - lo));
         parts[i] = (int32_t)((h & 0x7fffffffu) % (uint32_t)np);
     }
+    Py_END_ALLOW_THREADS
 done:
     PyBuffer_Release(&ov);
     PyBuffer_Release(&dv);
     return out;
+}
+
+/* One column of encode_tails_kv: offsets, data and an optional validity bitmap (bit first + i). */
+typedef struct {
+    Py_buffer ov, dv, vv;
+    int has_o, has_d, has_v;
+    offsets_t o;
+    Py_ssize_t first;
+} column_t;
+
+static void release_column(column_t *c) {
+    if (c->has_o)
+        PyBuffer_Release(&c->ov);
+    if (c->has_d)
+        PyBuffer_Release(&c->dv);
+    if (c->has_v)
+        PyBuffer_Release(&c->vv);
+    c->has_o = c->has_d = c->has_v = 0;
+}
+
+static int get_column(PyObject *const *args, Py_ssize_t n, column_t *c, const char *what) {
+    c->has_o = c->has_d = c->has_v = 0;
+    c->first = PyLong_AsSsize_t(args[3]);
+    int wide = PyObject_IsTrue(args[4]);
+    if (PyErr_Occurred() || wide < 0)
+        return -1;
+    if (get_ro_buffer(args[0], &c->ov, what) < 0)
+        return -1;
+    c->has_o = 1;
+    if (get_ro_buffer(args[1], &c->dv, what) < 0)
+        return -1;
+    c->has_d = 1;
+    if (args[2] != Py_None) {
+        if (get_ro_buffer(args[2], &c->vv, what) < 0)
+            return -1;
+        c->has_v = 1;
+        if (c->first < 0 || (c->first + n + 7) / 8 > c->vv.len) {
+            PyErr_Format(PyExc_ValueError, "%s: validity bitmap shorter than the rows", what);
+            return -1;
+        }
+    }
+    c->o.off = c->ov.buf;
+    c->o.wide = wide;
+    return check_column(&c->o, c->ov.len, c->dv.len, c->first, n);
+}
+
+/* The bytes of row i: its length, or -1 for a null. */
+static inline int64_t column_len(const column_t *c, Py_ssize_t i) {
+    Py_ssize_t j = c->first + i;
+    if (c->has_v && !((((const unsigned char *)c->vv.buf)[j >> 3] >> (j & 7)) & 1))
+        return -1;
+    return off_at(&c->o, j + 1) - off_at(&c->o, j);
+}
+
+static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "encode_tails_kv takes 11 arguments");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[10]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_tails_kv: negative row count");
+        return NULL;
+    }
+    column_t k, v;
+    k.has_o = k.has_d = k.has_v = 0;
+    v.has_o = v.has_d = v.has_v = 0;
+    int has_key = args[0] != Py_None;
+    PyObject *offsets = NULL, *data = NULL, *result = NULL;
+    if (has_key && get_column(args, n, &k, "keys") < 0)
+        goto done;
+    if (get_column(args + 5, n, &v, "values") < 0)
+        goto done;
+    /* pass 1: the size of every tail; lengths are int32 in the record format */
+    int64_t total = 0;
+    int too_long = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t kl = has_key ? column_len(&k, i) : -1;
+        int64_t vl = column_len(&v, i);
+        if (kl > INT32_MAX || vl > INT32_MAX) {
+            too_long = 1;
+            break;
+        }
+        total += varint_len(kl) + (kl > 0 ? kl : 0) + varint_len(vl) + (vl > 0 ? vl : 0) + 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (too_long) {
+        PyErr_SetString(PyExc_ValueError, "a key or value is longer than 2^31-1 bytes");
+        goto done;
+    }
+    offsets = PyByteArray_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total > 0 ? total : 0));
+    if (offsets == NULL || data == NULL)
+        goto done;
+    /* pass 2: write them (the bytearrays are not shared with anyone yet) */
+    int64_t *out_off = (int64_t *)PyByteArray_AS_STRING(offsets);
+    char *base = PyByteArray_AS_STRING(data);
+    Py_BEGIN_ALLOW_THREADS
+    char *p = base;
+    const char *kd = has_key ? (const char *)k.dv.buf : NULL;
+    const char *vd = (const char *)v.dv.buf;
+    out_off[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t kl = has_key ? column_len(&k, i) : -1;
+        p = put_varint(p, kl);
+        if (kl > 0) {
+            memcpy(p, kd + off_at(&k.o, k.first + i), (size_t)kl);
+            p += kl;
+        }
+        int64_t vl = column_len(&v, i);
+        p = put_varint(p, vl);
+        if (vl > 0) {
+            memcpy(p, vd + off_at(&v.o, v.first + i), (size_t)vl);
+            p += vl;
+        }
+        *p++ = 0; /* no headers */
+        out_off[i + 1] = (int64_t)(p - base);
+    }
+    Py_END_ALLOW_THREADS
+    result = PyTuple_Pack(2, offsets, data);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(data);
+    release_column(&k);
+    release_column(&v);
+    return result;
 }
 
 static PyMethodDef accel_methods[] = {
@@ -497,7 +670,9 @@ static PyMethodDef accel_methods[] = {
     {"append_tails", (PyCFunction)(void (*)(void))accel_append_tails, METH_FASTCALL,
      "Append records from pre-encoded tails while they fit (RecordBatchBuilder.append_tails)."},
     {"partitions_for_offsets", (PyCFunction)(void (*)(void))accel_partitions_for_offsets, METH_FASTCALL,
-     "murmur2 partitions of the byte strings of an Arrow large_binary column."},
+     "murmur2 partitions of the byte strings of an Arrow binary or large_binary column."},
+    {"encode_tails_kv", (PyCFunction)(void (*)(void))accel_encode_tails_kv, METH_FASTCALL,
+     "Record tails of a key and a value column without headers (arrow_records.encode_tails)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from sparkafka._types import TopicPartition
 from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaError, KafkaTimeoutError
 from sparkafka.producer.bulk import check_record_sizes
-from sparkafka.record.arrow_records import as_large_binary, encode_tails
+from sparkafka.record.arrow_records import as_large_binary, column_buffers, encode_tails
 
 if TYPE_CHECKING:
     from sparkafka.producer.accumulator import BulkSegment
@@ -299,6 +299,12 @@ def _check_partitions(producer: ProducerLike | None, column: str, col: pa.Array,
 
 
 def _payload_bytes(arr: pa.Array) -> int:
+    """The bytes of the non-null items (from the offsets alone when there are no nulls)."""
+    col = column_buffers(arr) if not arr.null_count and len(arr) else None
+    if col is not None:
+        offsets, _, _, first, wide = col
+        view = memoryview(offsets).cast("B").cast("q" if wide else "i")
+        return int(view[first + len(arr)] - view[first])
     total = pc.sum(pc.binary_length(as_large_binary(arr))).as_py()
     return int(total or 0)
 

@@ -102,6 +102,8 @@ class FakeClient:
 
     def send(self, node: int, api_key: int, body: Any, *, version: int | None = None, expect_response: bool = True,
              callback: Callable[[ClientResponse], None], timeout_ms: float | None = None) -> None:
+        if isinstance(body, tuple):  # encoded pieces: joined now, as the real client frames them in send()
+            body = b"".join(body)
         req = FakeRequest(node, api_key, version, body, expect_response, callback, self.clock.monotonic_ms())
         self.sent.append(req)
         if not expect_response:

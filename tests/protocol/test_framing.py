@@ -91,6 +91,16 @@ def test_raw_body_is_used_as_is() -> None:
     assert frame.endswith(b"\x00\x01c\x01\x02\x03")
 
 
+def test_body_pieces_are_joined_in_order_with_the_right_size() -> None:
+    proto = KafkaProtocol("c")
+    _, whole = proto.send_request(ApiKey.PRODUCE, 9, b"\x01\x02\x03\x04\x05")
+    wide = memoryview(bytearray(b"\x00\x03\x00\x04")).cast("H")  # nbytes 4, len 2: counted in bytes
+    _, joined = proto.send_request(ApiKey.PRODUCE, 9, (b"\x01", memoryview(b"\x02\x03"), bytearray(b"\x04\x05")))
+    assert joined[:8] == whole[:8] and joined[12:] == whole[12:]  # same size, header and body (not correlation id)
+    _, frame = proto.send_request(ApiKey.PRODUCE, 9, (b"\x01", wide))
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4 and frame.endswith(b"\x01\x00\x03\x00\x04")
+
+
 def test_correlation_id_wraps_at_int32_max() -> None:
     proto = KafkaProtocol("c")
     proto._next_correlation_id = 0x7FFFFFFF

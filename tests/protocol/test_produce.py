@@ -86,3 +86,16 @@ def test_bad_inputs() -> None:
         encode_produce_request(9, None, 1, 5, [("t", [(-3_000_000_000, b"")])])
     with pytest.raises(ProtocolError, match="32767"):
         encode_produce_request(9, None, 1, 5, [("t" * 40000, [])])
+
+
+def test_request_parts_reference_the_batches_and_join_to_the_request() -> None:
+    """The pieces are the request in order, with the caller's batch buffers themselves (not copies)."""
+    from sparkafka.protocol.produce import encode_produce_request_parts
+
+    batch = bytearray(b"BATCH-ONE")
+    view = memoryview(batch)
+    for version in (3, 9):
+        parts = encode_produce_request_parts(version, "tx", -1, 30_000, [("t", [(0, view), (1, b"TWO")])])
+        assert b"".join(parts) == encode_produce_request(version, "tx", -1, 30_000,
+                                                         [("t", [(0, bytes(batch)), (1, b"TWO")])])
+        assert any(p is view for p in parts)

@@ -8,7 +8,8 @@ Inputs cover null / empty / unicode / long (> 64 and > 8192 bytes) keys and valu
 (none, null list, empty list, several, null and string values), string / large / view / dictionary
 column types and sliced arrays and record batches. Each test runs on both implementations of
 ``append_tails``: the C accelerator (``impl == "c"``) and the Python loop (``_c_append_tails`` patched
-to None).
+to None); the Python side also encodes tails with Arrow kernels instead of the C ``encode_tails_kv``
+(rows without headers), which ``test_c_tails_*`` compare with the kernels directly.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkafka.record.builder as builder_module
-from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch
+from sparkafka.record import CompressionType, RecordBatchBuilder, arrow_records, decode_batch
 from sparkafka.record.arrow_records import encode_tails, tail_buffers
 
 TS = 1_700_000_000_000
@@ -52,6 +53,7 @@ def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
             pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
     else:
         monkeypatch.setattr(builder_module, "_c_append_tails", None)
+        monkeypatch.setattr(arrow_records, "_c_tails", None)
     return str(request.param)
 
 
@@ -561,3 +563,82 @@ def test_records_property_after_a_compressed_close(impl: str, codec: Compression
     assert bulk.records == expected
     bulk.close(5, 1, 7, False)
     assert bulk.records == expected
+
+
+# ---------------------------------------------------------------------------------------- C tails
+
+_NO_HEADER_KINDS = ["binary", "large_binary", "string", "large_string", "binary_view", "dict_binary"]
+
+
+def _kernel_tails(keys: pa.Array | None, values: pa.Array) -> pa.Array:
+    saved = arrow_records._c_tails
+    arrow_records._c_tails = None
+    try:
+        return encode_tails(keys, values)
+    finally:
+        arrow_records._c_tails = saved
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(st.tuples(_payload(), _payload()), min_size=0, max_size=40),
+       kinds=st.tuples(st.sampled_from(_NO_HEADER_KINDS), st.sampled_from(_NO_HEADER_KINDS), st.booleans()),
+       cut=st.tuples(st.integers(0, 9), st.integers(0, 9)))
+def test_c_tails_equal_the_kernel_tails(rows: list[tuple[Text | None, Text | None]],
+                                        kinds: tuple[str, str, bool], cut: tuple[int, int]) -> None:
+    """The accelerator's tails (no headers) are byte for byte the Arrow kernels' ones, for every column
+    layout, nulls (with validity bitmaps sliced at any bit) and slices, and decode to the rows."""
+    if arrow_records._c_tails is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    key_kind, value_kind, no_keys = kinds
+    full: list[Row] = [(b"k" * i, None if i % 2 else b"v" * i, None) for i in range(cut[0])]
+    full += [(k, v, None) for k, v in rows]
+    full += [(None, b"after", None)] * cut[1]
+    full = _normalise(full, "string" in key_kind, "string" in value_kind, False)
+    batch = _batch(full, None if no_keys else key_kind, value_kind, None).slice(cut[0], len(rows))
+    keys = None if no_keys else batch.column("key")
+    got = encode_tails(keys, batch.column("value"))
+    assert got.type == pa.large_binary()
+    assert got.to_pylist() == _kernel_tails(keys, batch.column("value")).to_pylist()
+    if rows:
+        bulk, count = _bulk(got)
+        assert count == len(rows)
+        want = _normalise([(k, v, None) for k, v in rows], "string" in key_kind, "string" in value_kind, False)
+        assert [(k, v) for _, k, v, _ in _decoded(bulk)] == [
+            (None if no_keys else _b(k), _b(v)) for k, v, _ in want]
+
+
+def test_c_tails_is_used_for_rows_without_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path really runs (the equivalence test above would pass if it never did)."""
+    real = arrow_records._c_tails
+    if real is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    calls: list[int] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(arrow_records, "_c_tails", spy)
+    encode_tails(pa.array([b"k", None]), pa.array(["v", "w"]))
+    encode_tails(None, pa.array([b"v"], pa.large_binary()))
+    encode_tails(pa.array(["k"]).dictionary_encode(), pa.array([b"v"]))  # dictionary: the kernels
+    encode_tails(None, pa.array([b"v"]), _header_column([[("h", b"x")]], "binary", False))  # headers: kernels
+    assert calls == [2, 1]
+
+
+def test_c_tails_rejects_inconsistent_buffers() -> None:
+    """Offsets that decrease or point past the data, or a short validity bitmap, raise instead of reading
+    out of bounds."""
+    c = arrow_records._c_tails
+    if c is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    import struct as _struct
+    offsets = _struct.pack("<3i", 0, 2, 1)  # decreasing
+    with pytest.raises(ValueError, match="not increasing"):
+        c(None, None, None, 0, True, offsets, b"ab", None, 0, False, 2)
+    with pytest.raises(ValueError, match="not increasing or point past"):
+        c(None, None, None, 0, True, _struct.pack("<3i", 0, 2, 9), b"ab", None, 0, False, 2)
+    with pytest.raises(ValueError, match="outside the offsets"):
+        c(None, None, None, 0, True, _struct.pack("<2q", 0, 2), b"ab", None, 0, True, 2)
+    with pytest.raises(ValueError, match="validity bitmap"):
+        c(None, None, None, 0, True, _struct.pack("<10i", *range(10)), b"x" * 9, b"\xff", 0, False, 9)

@@ -194,3 +194,21 @@ def test_a_split_batch_is_followed_record_by_record() -> None:
     assert (report.acknowledged, report.failed) == (3, 1)
     assert report.errors == {"InvalidRecordError": 1}
     assert report.offset_ranges()[("t", 0)] == OffsetRange(10, 20, 3)
+
+
+@pytest.mark.parametrize("kind", ["binary", "large_binary", "string", "large_string", "binary_view", "dict"])
+@pytest.mark.parametrize("nulls", [False, True])
+def test_report_bytes_of_sliced_columns(kind: str, nulls: bool) -> None:
+    """``report.bytes`` counts the bytes of the rows sent (read from a slice's offsets when it has no
+    nulls), for every column layout."""
+    items: list[bytes | None] = [b"x" * i for i in range(12)]
+    if nulls:
+        items[5] = None
+    if kind == "dict":
+        arr = pa.array(items, pa.binary()).dictionary_encode()
+    else:
+        typ = getattr(pa, kind)()
+        arr = pa.array([None if x is None else (x.decode() if "string" in kind else x) for x in items], typ)
+    producer = FakeProducer()
+    result = send_arrow(producer, "t", batch(value=arr.slice(3, 6), key=arr.slice(1, 6)))
+    assert result.report.bytes == sum(len(x or b"") for x in items[3:9] + items[1:7])

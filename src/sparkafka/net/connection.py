@@ -84,7 +84,8 @@ HandshakeStep = Callable[["BrokerConnection", HandshakeDone], None]
 """A step run in AUTHENTICATING: ``step(conn, done)`` sends its requests with ``conn.send_internal`` and
 calls ``done(None)`` when finished or ``done(error)`` to fail the connection (e.g. AuthenticationError)."""
 
-RequestBody = Mapping[str, Any] | bytes | bytearray | memoryview
+RequestBody = Mapping[str, Any] | bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...]
+"""A dict for the schema codec, encoded bytes, or encoded pieces joined in order (``send_request``)."""
 """A request body: a dict for the schema codec, or already-encoded bytes (the producer's Produce body)."""
 
 StateListener = Callable[["BrokerConnection", ConnectionState, "Exception | None"], None]

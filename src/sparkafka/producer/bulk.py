@@ -36,7 +36,7 @@ from sparkafka.errors import InvalidRecordInputError, KafkaError, RecordTooLarge
 from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
 from sparkafka.producer.murmur2 import murmur2_partitions
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner
-from sparkafka.record.arrow_records import as_large_binary, encode_tails, tail_buffers
+from sparkafka.record.arrow_records import as_large_binary, column_buffers, encode_tails, tail_buffers
 from sparkafka.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partitions", "key_partitions"]
@@ -59,15 +59,19 @@ def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
     """murmur2 partition of each key as an int32 array, -1 where the key is null."""
     if num_partitions < 1:
         raise InvalidRecordInputError(f"num_partitions must be >= 1, got {num_partitions}")
-    keys = as_large_binary(keys)
     if _c_partitions is not None:
-        offsets, data, first = tail_buffers(keys)
-        raw = _c_partitions(offsets, data, first, len(keys), num_partitions)
+        col = column_buffers(keys)
+        if col is None:
+            keys = as_large_binary(keys)
+            col = column_buffers(keys)
+            assert col is not None
+        offsets, data, _, first, wide = col
+        raw = _c_partitions(offsets, data, first, len(keys), num_partitions, wide)
         parts = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(raw)])
         if keys.null_count:
             parts = pc.if_else(keys.is_valid(), parts, pa.scalar(-1, pa.int32()))
         return parts
-    return pa.array(murmur2_partitions(keys.to_pylist(), num_partitions), pa.int32())
+    return pa.array(murmur2_partitions(as_large_binary(keys).to_pylist(), num_partitions), pa.int32())
 
 
 def _sticky_partitions(parts: pa.Array, sizes: pa.Array, partitioner: BuiltInPartitioner,

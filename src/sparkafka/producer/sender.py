@@ -32,7 +32,7 @@ from .. import errors
 from .._clock import Clock
 from .._types import TopicPartition
 from ..protocol.messages import ApiKey
-from ..protocol.produce import encode_produce_request
+from ..protocol.produce import encode_produce_request_parts
 from .transaction_manager import TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
@@ -281,8 +281,10 @@ class Sender:
             by_topic.setdefault(b.tp[0], []).append((b.tp[1], b.records_bytes))
             by_tp[b.tp] = b
             b.in_request = True
-        body = encode_produce_request(version, self.transactional_id, self.acks, self.request_timeout_ms,
-                                      list(by_topic.items()))
+        # The pieces reference the batches' pooled buffers; client.send frames (copies) them before it
+        # returns, so a batch expired or completed later can give its buffer back safely.
+        body = encode_produce_request_parts(version, self.transactional_id, self.acks, self.request_timeout_ms,
+                                            list(by_topic.items()))
         self.metrics.record_request(batches)
 
         def on_response(resp: ClientResponse) -> None:

@@ -218,26 +218,33 @@ class KafkaProtocol:
     # ---- sending
 
     def send_request(
-        self, api_key: int, version: int, body: Body | Buffer, expect_response: bool = True
+        self, api_key: int, version: int, body: Body | Buffer | tuple[Buffer, ...], expect_response: bool = True
     ) -> tuple[int, bytes]:
         """Encode a request frame; returns ``(correlation_id, frame bytes)``.
 
-        ``body`` is a dict for the schema codec, or already-encoded body bytes used as-is (the
-        producer's hand-built Produce body). With ``expect_response=False`` (Produce with acks=0) the
-        request is not tracked, since the broker will not answer it.
+        ``body`` is a dict for the schema codec, or already-encoded body bytes used as-is, or a tuple of
+        such pieces (the producer's hand-built Produce body) joined in order. With
+        ``expect_response=False`` (Produce with acks=0) the request is not tracked, since the broker will
+        not answer it.
         """
         spec = _spec(api_key)
         spec.check_version(version)
-        if isinstance(body, (bytes, bytearray, memoryview)):
-            payload: Buffer = body
+        pieces: tuple[Buffer, ...]
+        if isinstance(body, tuple):
+            pieces = body
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            pieces = (body,)
         else:
-            payload = spec.request.encode(body, version)
+            pieces = (spec.request.encode(body, version),)
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         header = _REQ_FIXED.pack(api_key, version, correlation_id) + self._client_id_bytes
         if spec.is_flexible(version):
             header += b"\x00"
-        frame = b"".join((INT32.pack(len(header) + len(payload)), header, payload))
+        size = len(header)
+        for piece in pieces:
+            size += piece.nbytes if isinstance(piece, memoryview) else len(piece)
+        frame = b"".join((INT32.pack(size), header, *pieces))
         if expect_response:
             self._in_flight.append(InFlight(correlation_id, api_key, version))
         else:

@@ -1,12 +1,13 @@
 """A hand-written encoder for the Produce request body (v3-v13) that splices record batches in as-is.
 
-How it works: the Produce body is ``transactional_id, acks, timeout_ms, [topic [partition index,
-records]]``. Each record batch is already encoded (and possibly large), so instead of going through
-the generic schema codec this builds a list of small header pieces interleaved with the caller's
-batch buffers (``bytes`` or ``memoryview``) and joins them once: the batch bytes are copied exactly
-once, into the result. v9+ is flexible (compact lengths and an empty tagged-field section closing
-every struct); v13 names each topic by its 16-byte topic id instead of its name. Topic-name prefixes
-are cached. The output is byte-identical to ``PRODUCE.encode_request`` (the tests check it).
+How it works: the Produce body is ``transactional_id, acks, timeout_ms, [topic [partition index, records]]``.
+Each record batch is already encoded (and possibly large), so instead of going through the generic schema
+codec this builds a list of small header pieces interleaved with the caller's batch buffers (``bytes`` or
+``memoryview``) and joins them once: the batch bytes are copied exactly once, into the result (or, with
+``encode_produce_request_parts``, into the request frame). v9+ is flexible (compact lengths and an empty
+tagged-field section closing every struct); v13 names each topic by its 16-byte topic id instead of its name.
+Topic-name prefixes are cached. The output is byte-identical to ``PRODUCE.encode_request`` (the tests check
+it).
 
 ``decode_produce_response`` is the matching hand-written decoder for the response (one per request,
 on the Sender thread): one ``unpack_from`` per partition instead of the generic codec's nested
@@ -80,6 +81,19 @@ def encode_produce_request(
     ``topics`` is a sequence of ``(topic, [(partition_index, batch_bytes), ...])`` where ``topic`` is
     the name (v3-v12) or the 16-byte topic id (v13, ``bytes`` or ``uuid.UUID``).
     """
+    return b"".join(encode_produce_request_parts(version, transactional_id, acks, timeout_ms, topics))
+
+
+def encode_produce_request_parts(
+    version: int,
+    transactional_id: str | None,
+    acks: int,
+    timeout_ms: int,
+    topics: Sequence[TopicData],
+) -> tuple[Buffer, ...]:
+    """``encode_produce_request`` as its pieces, in order (small headers and the callers' batch buffers,
+    not copied): ``KafkaProtocol.send_request`` joins them into the frame, so the batch bytes are copied
+    once on their way to the socket."""
     if not PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
         raise UnsupportedVersionError(
             f"Produce version {version} is not supported "
@@ -130,7 +144,7 @@ def encode_produce_request(
             append(b"\x00")  # topic tagged fields
     if flexible:
         append(b"\x00")  # top-level tagged fields
-    return b"".join(parts)
+    return tuple(parts)
 
 
 # ------------------------------------------------------------------------------------------ response

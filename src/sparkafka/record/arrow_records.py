@@ -1,27 +1,32 @@
 """Record bodies for whole Arrow columns at once (the bulk path's encoder; needs ``pyarrow``).
 
-How it works: a v2 record is ``length, attributes, timestampDelta, offsetDelta`` followed by what this
-module calls its *tail*: ``keyLength, key, valueLength, value, headerCount, headers`` (facts §1.4).
-Only the first four fields depend on where the record lands in its batch; the tail depends on the row
-alone. ``encode_tails`` builds the tails of every row of an Arrow batch with Arrow compute kernels
-(no Python object per row): lengths become zigzag varints by ``take`` from a table of ready-made
-encodings (index ``length + 1``, so a null's -1 is index 0), and the pieces are concatenated per row
-by ``binary_join_element_wise``. Headers (``list<struct<key, value>>``) are encoded per header the
-same way, then joined per row with ``binary_join`` over a list array built on the column's own
-offsets. The result is one ``large_binary`` array: its offsets and data buffers are what the batch
-builder (``RecordBatchBuilder.append_tails``) copies into batches, so a row's bytes are written once.
-Pure functions of their inputs: no sockets, threads or clocks.
+How it works: a v2 record is ``length, attributes, timestampDelta, offsetDelta`` followed by what this module
+calls its *tail*: ``keyLength, key, valueLength, value, headerCount, headers`` (facts §1.4). Only the first
+four fields depend on where the record lands in its batch; the tail depends on the row alone. ``encode_tails``
+builds the tails of every row of an Arrow batch with Arrow compute kernels (no Python object per row): lengths
+become zigzag varints by ``take`` from a table of ready-made encodings (index ``length + 1``, so a null's -1
+is index 0), and the pieces are concatenated per row by ``binary_join_element_wise``. When the C accelerator
+is built, rows without headers (the common case) are encoded instead by one C call over the columns' own
+buffers (``_accel.encode_tails_kv``: two passes, without the GIL, no intermediate arrays); the tests check
+both give the same bytes. Headers (``list<struct<key, value>>``) are encoded per header the same way, then
+joined per row with ``binary_join`` over a list array built on the column's own offsets. The result is one
+``large_binary`` array: its offsets and data buffers are what the batch builder
+(``RecordBatchBuilder.append_tails``) copies into batches, so a row's bytes are written once. Pure functions
+of their inputs: no sockets, threads or clocks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkafka.accel import ACCEL
 from sparkafka.errors import InvalidRecordInputError
 from sparkafka.record._varint import zigzag_varint
 
-__all__ = ["as_large_binary", "encode_tails", "tail_buffers"]
+__all__ = ["as_large_binary", "column_buffers", "encode_tails", "tail_buffers"]
 
 _EMPTY = pa.scalar(b"", pa.large_binary())
 _NO_HEADERS = pa.scalar(b"\x00", pa.large_binary())
@@ -55,6 +60,45 @@ class _VarintTable:
 
 
 _VARINTS = _VarintTable()
+
+_c_tails: Callable[..., tuple[bytearray, bytearray]] | None = getattr(ACCEL, "encode_tails_kv", None)
+"""``sparkafka._accel.encode_tails_kv`` when the accelerator is built."""
+
+
+def column_buffers(arr: pa.Array) -> tuple[pa.Buffer, pa.Buffer | bytes, pa.Buffer | None, int, bool] | None:
+    """``(offsets, data, validity or None, first row, wide)`` of a plain binary or string array (64-bit
+    offsets when ``wide``), or None for other layouts (dictionary, view)."""
+    t = arr.type
+    if pa.types.is_large_binary(t) or pa.types.is_large_string(t):
+        wide = True
+    elif pa.types.is_binary(t) or pa.types.is_string(t):
+        wide = False
+    else:
+        return None
+    validity, offsets, data = arr.buffers()
+    return offsets, (b"" if data is None else data), (validity if arr.null_count else None), arr.offset, wide
+
+
+def _encode_tails_c(keys: pa.Array | None, values: pa.Array) -> pa.Array | None:
+    """``encode_tails`` without headers by the accelerator, or None if it is missing or a column has
+    another layout."""
+    if _c_tails is None:
+        return None
+    vcol = column_buffers(values)
+    if vcol is None:
+        return None
+    kcol: tuple[object, ...] = (None, None, None, 0, True)
+    if keys is not None:
+        found = column_buffers(keys)
+        if found is None:
+            return None
+        kcol = found
+    n = len(values)
+    try:
+        offsets, data = _c_tails(*kcol, *vcol, n)
+    except ValueError as exc:  # a length over 2**31 - 1 (the buffers come from Arrow, so nothing else)
+        raise InvalidRecordInputError(f"cannot encode the records: {exc}") from None
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def as_large_binary(arr: pa.Array) -> pa.Array:
@@ -102,6 +146,10 @@ def encode_tails(keys: pa.Array | None, values: pa.Array, headers: pa.Array | No
     are null keys/values), ``headers`` a ``list<struct<key: string, value: binary>>`` array whose
     header keys are not null (checked by the caller). All arrays have the same length.
     """
+    if headers is None:
+        fast = _encode_tails_c(keys, values)
+        if fast is not None:
+            return fast
     parts: list[pa.Array | pa.Scalar] = []
     if keys is None:
         parts.append(pa.scalar(b"\x01", pa.large_binary()))
