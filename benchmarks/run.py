@@ -4,7 +4,8 @@ Usage: ``python benchmarks/run.py`` (about 7 minutes on 2 cores). Options: ``--q
 the records, for a smoke test), ``--scale X`` (multiply every record count), ``--repeat N`` (runs per
 client and workload, default 2, the best is reported: other load on the machine only ever slows a
 run down), ``--clients``, ``--workloads``, ``--bootstrap-servers`` (an external broker instead of
-the embedded Tansu), ``--out DIR`` (default ``docs/bench``).
+the embedded Tansu), ``--broker mock`` (a librdkafka mock cluster instead), ``--out DIR``
+(default ``docs/bench``).
 
 How it works: one broker serves the whole run (an embedded Tansu unless ``--bootstrap-servers`` is
 given). Before each (workload, client) run the embedded broker is restarted, so every run starts
@@ -22,7 +23,9 @@ compares runs made under the same machine load, and the CPython reference from
 ``gil_reference.py`` is printed next to it), ``arrow`` (10,000-row Arrow batches:
 ``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka), ``arrow-256k`` (the same
 with batch.size 262144 for both clients: with 16 KB batches the embedded Tansu spends about as much CPU
-per batch as the bulk path itself, so the broker, not the client, sets the pace). Settings for every
+per batch as the bulk path itself, so the broker, not the client, sets the pace). ``--broker mock``
+runs the workloads against a librdkafka mock cluster instead (3 brokers, C, a new one per run,
+``mock_broker.py``), which needs far less CPU per batch than Tansu. Settings for every
 client: acks=all, idempotence on, linger.ms=5, batch size 16384 (unless named), compression none (lz4
 where named).
 
@@ -99,16 +102,23 @@ WORKLOADS: tuple[Workload, ...] = (
 
 # ------------------------------------------------------------------------------------------- broker
 class Broker:
-    """The embedded Tansu broker (restarted before each run) or an external one."""
+    """The embedded Tansu broker (restarted before each run), a librdkafka mock cluster (a new one per
+    run, ``mock_broker.py``) or an external broker."""
 
-    def __init__(self, servers: str | None) -> None:
+    def __init__(self, servers: str | None, kind: str = "tansu") -> None:
         self.external = servers
+        self.kind = kind
         self.embedded: Any = None
+        self.mock: subprocess.Popen[str] | None = None
+        self.mock_servers = ""
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Broker]:
-        if self.external:
-            yield self
+        if self.external or self.kind == "mock":
+            try:
+                yield self
+            finally:
+                self._stop_mock()
             return
         from sparkafka.broker import EmbeddedBroker
 
@@ -120,13 +130,33 @@ class Broker:
     def servers(self) -> str:
         if self.external:
             return self.external
+        if self.kind == "mock":
+            return self.mock_servers
         return str(self.embedded.bootstrap_servers)
 
+    def _stop_mock(self) -> None:
+        if self.mock is not None:
+            assert self.mock.stdin is not None
+            self.mock.stdin.close()
+            self.mock.wait(30)
+            self.mock = None
+
     def fresh_topic(self, name: str) -> str:
-        """Restart the embedded broker (empty log) and create a new topic."""
+        """Restart the embedded broker (empty log) or start a new mock cluster, and create a new topic."""
+        topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+        if self.kind == "mock" and not self.external:
+            self._stop_mock()
+            self.mock = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "mock_broker.py"), "--topic", topic,
+                 "--partitions", str(PARTITIONS)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert self.mock.stdout is not None
+            self.mock_servers = self.mock.stdout.readline().strip()
+            if not self.mock_servers:
+                raise RuntimeError("the mock cluster did not start (benchmarks/mock_broker.py)")
+            return topic
         if self.embedded is not None:
             self.embedded.restart()
-        topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
         from sparkafka.net.admin import AdminClient
 
         with AdminClient(self.servers) as admin:
@@ -272,10 +302,38 @@ def chart(all_results: dict[str, list[dict[str, Any]]], path: str) -> bool:
     return True
 
 
+def bulk_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
+    """The bulk Arrow path against confluent-kafka's per-record rate: its row loop over the same Arrow
+    batches at the same batch.size, and its keyed-100 per-record run (16 KB batches)."""
+    def rate(workload: str, client: str) -> float | None:
+        for r in all_results.get(workload, []):
+            if r["client"] == client and "error" not in r:
+                return float(r["records_per_second"])
+        return None
+
+    per_record = rate("keyed-100", "confluent")
+    parts = []
+    for workload in ("arrow", "arrow-256k"):
+        ours, loop = rate(workload, "sparkafka"), rate(workload, "confluent")
+        if ours is None:
+            continue
+        bits = []
+        if loop:
+            bits.append(f"{ours / loop:.2f}x its row loop over the same batches")
+        if per_record:
+            bits.append(f"{ours / per_record:.2f}x its keyed-100 per-record run")
+        if bits:
+            parts.append(f"{workload} {ours:,.0f} rows/s = " + ", ".join(bits))
+    return ("Bulk Arrow path vs confluent-kafka: " + "; ".join(parts)) if parts else ""
+
+
 # ------------------------------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", default=None, help="default: an embedded Tansu broker")
+    parser.add_argument("--broker", choices=("tansu", "mock"), default="tansu",
+                        help="without --bootstrap-servers: the embedded Tansu (default) or a librdkafka "
+                             "mock cluster of 3 brokers in its own process")
     parser.add_argument("--clients", nargs="+", default=list(ALL_CLIENTS), choices=ALL_CLIENTS)
     parser.add_argument("--workloads", nargs="+", default=[w.name for w in WORKLOADS],
                         choices=[w.name for w in WORKLOADS])
@@ -290,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     all_results: dict[str, list[dict[str, Any]]] = {}
-    broker = Broker(args.bootstrap_servers)
+    broker = Broker(args.bootstrap_servers, args.broker)
     with broker.running():
         chosen = [w for w in WORKLOADS if w.name in args.workloads]
         blocks_to_run: list[list[Workload]] = []
@@ -322,8 +380,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               if (workload.name, c) in best]
     elapsed = time.monotonic() - started
 
-    header = (f"Machine: {machine()}. Broker: "
-              f"{'external ' + args.bootstrap_servers if args.bootstrap_servers else 'embedded Tansu (in-memory)'}. "
+    if args.bootstrap_servers:
+        broker_name = "external " + args.bootstrap_servers
+    elif args.broker == "mock":
+        broker_name = "librdkafka mock cluster (3 brokers, in-memory, its own process)"
+    else:
+        broker_name = "embedded Tansu (in-memory)"
+    header = (f"Machine: {machine()}. Broker: {broker_name}. "
               f"Best of {args.repeat} runs per row. Run took {elapsed:.0f} s.")
     blocks = [header]
     for workload in WORKLOADS:
@@ -333,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = scaling_line(all_results, client)
         if line:
             blocks.append("Thread scaling: " + line)
+    line = bulk_line(all_results)
+    if line:
+        blocks.append(line)
     reference = gil_reference_line([n for n in (2, 4, 8) if all_results.get(f"threads-{n}")])
     if reference:
         blocks.append(reference)
