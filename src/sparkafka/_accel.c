@@ -335,20 +335,32 @@ static int get_ro_buffer(PyObject *obj, Py_buffer *view, const char *what) {
     return 0;
 }
 
-/* Offsets [start, stop] must lie inside the int64 offsets buffer and the data they point at inside data. */
-static int check_offsets(const int64_t *off, Py_ssize_t n_off, Py_ssize_t data_len, Py_ssize_t start,
-                         Py_ssize_t stop) {
-    if (start < 0 || stop < start || stop >= n_off) {
+/* Offsets of an Arrow binary column, 32- or 64-bit. */
+typedef struct {
+    const void *off;
+    int wide;
+} offsets_t;
+
+static inline int64_t off_at(const offsets_t *o, Py_ssize_t i) {
+    return o->wide ? ((const int64_t *)o->off)[i] : (int64_t)((const int32_t *)o->off)[i];
+}
+
+/* Rows [start, start + count] of the offsets must exist, increase, and stay inside data. */
+static int check_column(const offsets_t *o, Py_ssize_t off_bytes, Py_ssize_t data_len, Py_ssize_t start,
+                        Py_ssize_t count) {
+    Py_ssize_t n_off = off_bytes / (o->wide ? 8 : 4);
+    if (start < 0 || count < 0 || start + count >= n_off) {
         PyErr_SetString(PyExc_ValueError, "row range outside the offsets buffer");
         return -1;
     }
-    int64_t prev = off[start];
+    int64_t prev = off_at(o, start);
     if (prev < 0)
         goto bad;
-    for (Py_ssize_t i = start + 1; i <= stop; i++) {
-        if (off[i] < prev)
+    for (Py_ssize_t i = start + 1; i <= start + count; i++) {
+        int64_t cur = off_at(o, i);
+        if (cur < prev)
             goto bad;
-        prev = off[i];
+        prev = cur;
     }
     if (prev > data_len)
         goto bad;
@@ -403,7 +415,8 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
     PyObject *result = NULL;
     const int64_t *off = (const int64_t *)ov.buf;
     const char *data = (const char *)dv.buf;
-    if (check_offsets(off, ov.len / (Py_ssize_t)sizeof(int64_t), dv.len, start, stop) < 0)
+    offsets_t o = {ov.buf, 1};
+    if (check_column(&o, ov.len, dv.len, start, stop - start) < 0)
         goto done;
     /* pass 1: how many fit, and their bytes */
     Py_ssize_t ts_len = varint_len(ts_delta);
@@ -447,41 +460,6 @@ done:
     PyBuffer_Release(&ov);
     PyBuffer_Release(&dv);
     return result;
-}
-
-/* Offsets of an Arrow binary column, 32- or 64-bit. */
-typedef struct {
-    const void *off;
-    int wide;
-} offsets_t;
-
-static inline int64_t off_at(const offsets_t *o, Py_ssize_t i) {
-    return o->wide ? ((const int64_t *)o->off)[i] : (int64_t)((const int32_t *)o->off)[i];
-}
-
-/* Rows [start, start + count] of the offsets must exist, increase, and stay inside data. */
-static int check_column(const offsets_t *o, Py_ssize_t off_bytes, Py_ssize_t data_len, Py_ssize_t start,
-                        Py_ssize_t count) {
-    Py_ssize_t n_off = off_bytes / (o->wide ? 8 : 4);
-    if (start < 0 || count < 0 || start + count >= n_off) {
-        PyErr_SetString(PyExc_ValueError, "row range outside the offsets buffer");
-        return -1;
-    }
-    int64_t prev = off_at(o, start);
-    if (prev < 0)
-        goto bad;
-    for (Py_ssize_t i = start + 1; i <= start + count; i++) {
-        int64_t cur = off_at(o, i);
-        if (cur < prev)
-            goto bad;
-        prev = cur;
-    }
-    if (prev > data_len)
-        goto bad;
-    return 0;
-bad:
-    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
-    return -1;
 }
 
 /* partitions_for_offsets(offsets, data, start, count, num_partitions[, wide]) -> bytearray of count
