@@ -16,6 +16,7 @@ from sparkafka.net.admin import AdminClient
 from sparkafka.net.client import ClientResponse, NetworkClient
 from sparkafka.net.connection import ConnectionState
 from sparkafka.protocol.messages import ApiKey
+from sparkafka.protocol.produce import encode_produce_request_parts
 
 from .fake_broker import FakeBroker, FakeConn, Request, free_port
 
@@ -420,3 +421,35 @@ def test_idle_connection_is_closed_without_backoff_penalty(fake_broker: FakeBrok
         client.poll(0, clock.monotonic_ms())
         assert client.connection_state(-1) is ConnectionState.DISCONNECTED
         assert client.connection_delay(-1, clock.monotonic_ms()) == 0
+
+
+def test_produce_pieces_partly_written_are_copied_before_send_returns(fake_broker: FakeBroker) -> None:
+    """A Produce body goes to the socket as pieces (one sendmsg, no user-space copy). When the socket
+    takes only part of it, the rest must be copied before ``send`` returns: the batch buffers go back to
+    the pool and are overwritten, yet the broker must receive the bytes as they were at ``send``."""
+    gate = threading.Event()
+
+    def handler(conn: FakeConn, req: Request) -> None:
+        if req.api_key == ApiKey.METADATA:
+            gate.wait(10)  # stop reading: the client's Produce backs up in the socket buffers
+        if req.api_key == ApiKey.PRODUCE:
+            return
+        fake_broker.default_handler(conn, req)
+
+    fake_broker.handler = handler
+    batch = bytearray(random.Random(7).randbytes(3 * 1024 * 1024))
+    expected = bytes(batch)
+    body = encode_produce_request_parts(9, None, -1, 30_000, [("t", [(0, memoryview(batch))])])
+    with _client(fake_broker.bootstrap, send_buffer_bytes=16384) as client:
+        _connect(client)
+        _send_metadata(client)
+        client.send(-1, ApiKey.PRODUCE, body, version=9, callback=lambda r: None)
+        conn = client._conns[-1]
+        assert conn._out, "the socket took the whole frame: this test needs a partial write"
+        batch[:] = bytes(len(batch))  # the pool reuses the buffer
+        gate.set()
+        _poll_until(client, lambda: fake_broker.count(ApiKey.PRODUCE) == 1, timeout_s=20)
+    produce = next(r for r in fake_broker.requests if r.api_key == ApiKey.PRODUCE)
+    assert produce.body is not None
+    records = produce.body["topic_data"][0]["partition_data"][0]["records"]
+    assert bytes(records) == expected

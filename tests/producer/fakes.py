@@ -66,6 +66,13 @@ class FakeTransactionManager:
         self.next_sequence[batch.tp] = seq + batch.record_count
         self.in_flight.append(batch)
 
+    def take_for_drain(self, tp: TopicPartition, first_batch: ProducerBatch) -> bool:
+        if not self.allowed or not self.has_pid or self.stop:
+            return False
+        if not first_batch.has_sequence():
+            self.assign_sequence(first_batch)
+        return True
+
     def is_completing(self) -> bool:
         return self.completing
 

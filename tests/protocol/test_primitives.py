@@ -126,6 +126,15 @@ def test_uvarint_roundtrip(n: int) -> None:
     assert read_uvarint(data, 0) == (n, len(data))
 
 
+@settings(max_examples=300)
+@given(st.one_of(st.integers(-(1 << 31), (1 << 32) - 1),
+                 st.sampled_from([0, 0x7F, 0x80, 0x3FFF, 0x4000, 0x1FFFFF, 0x200000, -1])))
+def test_uvarint_bytes_short_paths_equal_the_general_writer(n: int) -> None:
+    out = bytearray()
+    write_uvarint(out, n)
+    assert uvarint_bytes(n) == bytes(out)
+
+
 def _write_all(w: Writer, v: dict[str, object]) -> None:
     w.int8(v["i8"])  # type: ignore[arg-type]
     w.int16(v["i16"])  # type: ignore[arg-type]

@@ -487,13 +487,15 @@ class NetworkClient:
             self._run_callbacks()
             return
         timeout = min(max(float(timeout_ms), 0.0), _MAX_SELECT_MS)
+        earliest = math.inf  # the first request or connection-setup deadline
+        for conn in self._conns.values():
+            deadline = conn.next_deadline_ms()
+            if deadline is not None and deadline < earliest:
+                earliest = deadline
         if self._completions:
             timeout = 0.0
-        else:
-            for conn in self._conns.values():
-                deadline = conn.next_deadline_ms()
-                if deadline is not None and deadline - now < timeout:
-                    timeout = max(deadline - now, 0.0)
+        elif earliest - now < timeout:
+            timeout = max(earliest - now, 0.0)
         self._selecting = True
         if self._wakeup_requested:
             timeout = 0.0
@@ -512,8 +514,9 @@ class NetworkClient:
             else:
                 assert isinstance(target, BrokerConnection)
                 target.handle_events(mask, now)
-        for conn in list(self._conns.values()):
-            conn.check_timeouts(now)
+        if now >= earliest:  # deadlines set during this poll lie in the future
+            for conn in list(self._conns.values()):
+                conn.check_timeouts(now)
         if self._orphans:
             for node_id in list(self._orphans):
                 orphan = self._conns.get(node_id)

@@ -49,6 +49,7 @@ from .. import errors
 from .._clock import Clock
 from ..protocol.framing import KafkaProtocol
 from ..protocol.messages import CLIENT_VERSIONS, ApiKey
+from ..protocol.primitives import Buffer
 from ..protocol.versions import ApiVersionsTable
 from .response import ClientResponse, ResponseCallback
 from .tls import handshake_error, looks_like_tls_alert
@@ -576,10 +577,10 @@ class BrokerConnection:
     ) -> int:
         protocol = self._protocol
         assert protocol is not None
-        correlation_id, frame = protocol.send_request(api_key, version, body, expect_response=expect_response)
+        correlation_id, pieces, size = protocol.send_request_parts(api_key, version, body, expect_response)
         if now is None:
             now = self._clock.monotonic_ms()
-        self._queued_total += len(frame)
+        self._queued_total += size
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         req = _InFlight(
             correlation_id,
@@ -596,9 +597,35 @@ class BrokerConnection:
             self._in_flight.append(req)
         else:
             self._unwritten_no_response.append(req)
-        self._out.append(memoryview(frame))
-        self._flush()
+        out = self._out
+        if out or len(pieces) > _SENDMSG_MAX_BUFFERS or not _HAS_SENDMSG or self._ssl_context is not None:
+            out.append(memoryview(b"".join(pieces)))
+            self._flush()
+        else:
+            self._send_pieces(pieces, size)
         return correlation_id
+
+    def _send_pieces(self, pieces: list[Buffer], size: int) -> None:
+        """Write a frame's pieces with one ``sendmsg`` (nothing else queued, plaintext), so the Produce
+        body's batch buffers go to the kernel without a user-space copy; what the socket does not take
+        is copied and queued, since the caller may reuse those buffers once ``send`` returns."""
+        out = self._out
+        sock = self._sock
+        if sock is None or self.state <= ConnectionState.TLS_HANDSHAKE:
+            out.append(memoryview(b"".join(pieces)))
+            self._update_interest()
+            return
+        try:
+            sent = sock.sendmsg(pieces)
+        except _TLS_WOULD_BLOCK:
+            sent = 0
+        except OSError as exc:
+            self._io_failed("write", exc)
+            return
+        self._written_total += sent
+        if sent < size:
+            out.append(memoryview(b"".join(pieces))[sent:])
+        self._after_write()
 
     # ------------------------------------------------------------------ I/O events
     def handle_events(self, mask: int, now: float) -> None:
@@ -660,6 +687,10 @@ class BrokerConnection:
                 else:
                     out[0] = head[sent:]
                     sent = 0
+        self._after_write()
+
+    def _after_write(self) -> None:
+        """Complete the acks=0 requests now fully written; select for writing while bytes are queued."""
         pending = self._unwritten_no_response
         if pending:
             done_at = self._written_total

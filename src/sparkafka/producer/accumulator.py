@@ -104,20 +104,11 @@ class ReadyCheckResult(NamedTuple):
 class TransactionManagerHooks(Protocol):
     """What the accumulator asks of the transaction manager (idempotence / transactions)."""
 
-    def has_producer_id(self) -> bool:
-        """A valid producer id and epoch are known."""
-        ...
-
-    def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
-        """Not transactional, or the partition was added to the transaction."""
-        ...
-
-    def should_stop_drain(self, tp: TopicPartition, first_batch: ProducerBatch) -> bool:
-        """Stale PID with batches in flight, unresolved sequence, or a retry that is not first in line."""
-        ...
-
-    def assign_sequence(self, batch: ProducerBatch) -> None:
-        """Give a never-sent batch its producer state and base sequence and track it as in flight."""
+    def take_for_drain(self, tp: TopicPartition, first_batch: ProducerBatch) -> bool:
+        """May the drain take ``first_batch``, the head of its partition's queue? No without a producer id,
+        for a partition not yet in the transaction, with a stale producer id's batches in flight or an
+        unresolved sequence, or for a retry that is not first in line. When yes, a never-sent batch gets
+        its producer state and base sequence and is tracked as in flight (one lock for all of it)."""
         ...
 
     def is_completing(self) -> bool:
@@ -605,6 +596,8 @@ class RecordAccumulator:
         muted = self._muted
         timeout = self._availability_timeout_ms
         node_stats = self._node_stats
+        leader_for = cluster.leader_for
+        leader_epoch_of = cluster.leader_epoch
 
         for topic, info in self._topics.items():
             queues = info.queues.snapshot()
@@ -616,14 +609,14 @@ class RecordAccumulator:
             index = -1
             for partition, pq in queues.items():
                 tp = pq.tp
-                leader = cluster.leader_for(tp)
+                leader = leader_for(tp)
                 if leader is not None and queue_sizes is not None:
                     index += 1
                     partition_ids[index] = partition
                 dq = pq.deque
                 if not dq:
                     continue
-                leader_epoch = cluster.leader_epoch(tp)
+                leader_epoch = leader_epoch_of(tp)
                 with pq.lock:
                     if not dq:
                         continue
@@ -631,8 +624,9 @@ class RecordAccumulator:
                     waited = now - batch.last_attempt_ms
                     if waited < 0:
                         waited = 0.0
-                    batch.maybe_update_leader_epoch(leader_epoch)
-                    backing_off = self._should_backoff(batch, waited)
+                    if leader_epoch > batch.current_leader_epoch:
+                        batch.maybe_update_leader_epoch(leader_epoch)
+                    backing_off = batch.attempts > 0 and self._should_backoff(batch, waited)
                     size = len(dq)
                     full = size > 1 or batch.builder.is_full()
                 if leader is None:
@@ -679,43 +673,46 @@ class RecordAccumulator:
             return ready
         tm = self._tm
         muted = self._muted
-        batches = self.batches
+        queues = self.batches.snapshot()
+        leader_epoch = cluster.leader_epoch
+        compressed = self._compression != CompressionType.NONE
         size = 0
         start = index = self._drain_index.get(node, 0) % count
-        while True:
+        while True:  # round-robin from where the last drain of this node stopped
             tp = parts[index]
-            self._drain_index[node] = index
-            index = (index + 1) % count
+            stop_at = index
+            index += 1
+            if index == count:
+                index = 0
             batch: ProducerBatch | None = None
             if tp not in muted:
-                pq = batches.get(tp)
+                pq = queues.get(tp)
                 if pq is not None and pq.deque:
-                    leader_epoch = cluster.leader_epoch(tp)
+                    epoch = leader_epoch(tp)
                     with pq.lock:
                         dq = pq.deque
                         first = dq[0] if dq else None
                         if first is not None:
-                            first.maybe_update_leader_epoch(leader_epoch)
-                            if not self._should_backoff(first, first.waited_time_ms(now)):
+                            if epoch > first.current_leader_epoch:
+                                first.maybe_update_leader_epoch(epoch)
+                            if first.attempts <= 0 or not self._should_backoff(first, first.waited_time_ms(now)):
                                 if size + first.builder.estimated_size_in_bytes > max_size and ready:
+                                    self._drain_index[node] = stop_at
                                     break  # the rest waits for the next request
-                                if tm is not None and (
-                                    not tm.is_send_to_partition_allowed(tp)
-                                    or not tm.has_producer_id()
-                                    or tm.should_stop_drain(tp, first)
-                                ):
+                                if tm is not None and not tm.take_for_drain(tp, first):
+                                    self._drain_index[node] = stop_at
                                     break
                                 batch = dq.popleft()
-                                if tm is not None and not batch.has_sequence():
-                                    tm.assign_sequence(batch)
             if batch is not None:
                 wire = batch.close()  # encoding happens outside the queue lock
-                if self._compression != CompressionType.NONE:
+                if compressed:
                     self._update_compression_ratio(tp[0], batch.compression_ratio)
-                size += len(wire)
+                size += wire.nbytes
                 ready.append(batch)
-                batch.drained(now)
+                if now > batch.drained_ms:
+                    batch.drained_ms = now
             if index == start:
+                self._drain_index[node] = stop_at
                 break
         return ready
 

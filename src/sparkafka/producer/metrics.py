@@ -7,7 +7,7 @@ window (reset by ``snapshot(reset_window=True)``), averages over all batches/req
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._clock import Clock
@@ -35,15 +35,15 @@ class ProducerMetrics:
         self.splits = 0
         self.gauges: dict[str, Callable[[], float]] = {}
 
-    def record_request(self, batches: Sequence[ProducerBatch]) -> None:
+    def record_request(self, batches: int, records: int, wire_bytes: int, uncompressed_bytes: int) -> None:
+        """One Produce request: its batch and record counts, the batches' bytes as sent and before
+        compression (61-byte headers included)."""
         self.requests += 1
-        for b in batches:
-            self.batches_sent += 1
-            self.records_in_requests += b.record_count
-            size = len(b.records_bytes)
-            self.batch_bytes += size
-            self.compressed_bytes += size
-            self.uncompressed_bytes += max(size, b.builder.uncompressed_bytes + 61)
+        self.batches_sent += batches
+        self.records_in_requests += records
+        self.batch_bytes += wire_bytes
+        self.compressed_bytes += wire_bytes
+        self.uncompressed_bytes += uncompressed_bytes
 
     def record_latency(self, ms: float) -> None:
         self.latency_total_ms += ms

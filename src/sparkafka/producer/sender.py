@@ -33,6 +33,7 @@ from .._clock import Clock
 from .._types import TopicPartition
 from ..protocol.messages import ApiKey
 from ..protocol.produce import encode_produce_request_parts
+from ..record.builder import NO_SEQUENCE, RECORD_BATCH_OVERHEAD
 from .transaction_manager import TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
@@ -277,15 +278,25 @@ class Sender:
             return
         by_topic: dict[str, list[tuple[int, Any]]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
+        records = wire_bytes = uncompressed = 0
         for b in batches:
-            by_topic.setdefault(b.tp[0], []).append((b.tp[1], b.records_bytes))
-            by_tp[b.tp] = b
+            tp = b.tp
+            wire = b.records_bytes
+            entries = by_topic.get(tp[0])
+            if entries is None:
+                entries = by_topic[tp[0]] = []
+            entries.append((tp[1], wire))
+            by_tp[tp] = b
             b.in_request = True
-        # The pieces reference the batches' pooled buffers; client.send frames (copies) them before it
-        # returns, so a batch expired or completed later can give its buffer back safely.
+            size = wire.nbytes
+            records += b.record_count
+            wire_bytes += size
+            uncompressed += max(size, b.builder.uncompressed_bytes + RECORD_BATCH_OVERHEAD)
+        # The pieces reference the batches' pooled buffers; client.send writes them or copies what the socket
+        # did not take before it returns, so a batch expired or completed later can give its buffer back.
         body = encode_produce_request_parts(version, self.transactional_id, self.acks, self.request_timeout_ms,
                                             list(by_topic.items()))
-        self.metrics.record_request(batches)
+        self.metrics.record_request(len(batches), records, wire_bytes, uncompressed)
 
         def on_response(resp: ClientResponse) -> None:
             self._handle_produce_response(resp, by_tp)
@@ -315,23 +326,21 @@ class Sender:
             for b in by_tp.values():
                 self._complete_batch(b, 0, -1, -1, -1, None, None, now)
             return
-        seen: set[TopicPartition] = set()
+        complete = self._complete_batch
+        unanswered = by_tp  # this request's own map: each answered batch is taken out of it
         for topic_resp in resp.body.get("responses", ()):
             name = str(topic_resp.get("name"))
             for p in topic_resp.get("partition_responses", ()):
-                tp = (name, int(p["index"]))
-                found = by_tp.get(tp)
+                found = unanswered.pop((name, int(p["index"])), None)
                 if found is None:
                     continue
-                seen.add(tp)
-                self._complete_batch(
-                    found, int(p.get("error_code", 0)), int(p.get("base_offset", -1)),
-                    int(p.get("log_append_time_ms", -1)), int(p.get("log_start_offset", -1)),
-                    p.get("record_errors") or None, p.get("error_message"), now)
-        for tp, b in by_tp.items():
-            if tp not in seen:
-                self._complete_batch(b, errors.NETWORK_EXCEPTION, -1, -1, -1, None,
-                                     "the broker's response did not mention this partition", now)
+                get = p.get
+                complete(found, int(get("error_code", 0)), int(get("base_offset", -1)),
+                         int(get("log_append_time_ms", -1)), int(get("log_start_offset", -1)),
+                         get("record_errors") or None, get("error_message"), now)
+        for b in unanswered.values():
+            complete(b, errors.NETWORK_EXCEPTION, -1, -1, -1, None,
+                     "the broker's response did not mention this partition", now)
 
     def _complete_batch(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
                         log_start_offset: int, record_errors: list[dict[str, Any]] | None,
@@ -356,12 +365,14 @@ class Sender:
         self._remove_in_flight(batch)
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
-        if batch.is_done():
+        if batch.final_state is not None:
             # expired while on the wire, or aborted: only the sequence bookkeeping is left to do
             if tm is not None:
                 tm.handle_late_response(batch, code, base_offset)
             return
-        if code == errors.MESSAGE_TOO_LARGE and batch.record_count > 1:
+        if not code:
+            self._complete_ok(batch, base_offset, log_append_time)
+        elif code == errors.MESSAGE_TOO_LARGE and batch.record_count > 1:
             log.warning("MESSAGE_TOO_LARGE for %d records to %s-%d: splitting the batch",
                         batch.record_count, batch.tp[0], batch.tp[1])
             if tm is not None:
@@ -391,8 +402,6 @@ class Sender:
                                  record_errors=per_record)
             if exc_cls.invalid_metadata:
                 self.metadata.request_update()
-        else:
-            self._complete_ok(batch, base_offset, log_append_time)
 
     def _record_errors(self, batch: ProducerBatch, code: int, record_errors: list[dict[str, Any]],
                        message: str | None) -> dict[int, BaseException]:
@@ -433,16 +442,20 @@ class Sender:
     def _remove_in_flight(self, batch: ProducerBatch) -> None:
         lst = self.in_flight_batches.get(batch.tp)
         if lst is not None:
-            try:
-                lst.remove(batch)
-            except ValueError:
-                pass
+            if lst and lst[0] is batch:  # answers come in send order: usually the oldest
+                del lst[0]
+            else:
+                try:
+                    lst.remove(batch)
+                except ValueError:
+                    pass
             if not lst:
                 del self.in_flight_batches[batch.tp]
 
     def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        if self.tm is not None and batch.has_sequence():
-            self.tm.handle_completed_batch(batch, base_offset)
+        tm = self.tm
+        if tm is not None and batch.base_sequence != NO_SEQUENCE:
+            tm.handle_completed_batch(batch, base_offset)
         if batch.done(base_offset, log_append_time, None):
             self.metrics.record_success(batch)
         self.accumulator.deallocate(batch)

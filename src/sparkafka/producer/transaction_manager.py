@@ -305,6 +305,16 @@ class TransactionManager:
             return True
         return self.state is not TxnState.FATAL_ERROR and tp in self._txn_partitions
 
+    def take_for_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
+        """The accumulator's drain may take ``first`` (not ``should_stop_drain``); a never-sent batch
+        then gets its sequence (``assign_sequence``), under one acquisition of the lock."""
+        with self.lock:
+            if self.should_stop_drain(tp, first):
+                return False
+            if not first.has_sequence():
+                self.assign_sequence(first)
+            return True
+
     def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
         """Java ``shouldStopDrainBatchesForPartition`` (plus: never while the partition waits for a
         rewrite under a new producer id)."""

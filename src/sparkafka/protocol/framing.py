@@ -227,15 +227,24 @@ class KafkaProtocol:
         ``expect_response=False`` (Produce with acks=0) the request is not tracked, since the broker will
         not answer it.
         """
+        correlation_id, pieces, _ = self.send_request_parts(api_key, version, body, expect_response)
+        return correlation_id, b"".join(pieces)
+
+    def send_request_parts(
+        self, api_key: int, version: int, body: Body | Buffer | tuple[Buffer, ...], expect_response: bool = True
+    ) -> tuple[int, list[Buffer], int]:
+        """``send_request`` without the final join: ``(correlation_id, pieces, frame size)``; the first
+        piece is the size prefix and header, the others are the body's pieces, not copied. A caller that
+        queues the pieces must copy whatever it keeps beyond the lifetime of the body's buffers."""
         spec = _spec(api_key)
         spec.check_version(version)
-        pieces: tuple[Buffer, ...]
+        pieces: list[Buffer] = [b""]
         if isinstance(body, tuple):
-            pieces = body
+            pieces += body
         elif isinstance(body, (bytes, bytearray, memoryview)):
-            pieces = (body,)
+            pieces.append(body)
         else:
-            pieces = (spec.request.encode(body, version),)
+            pieces.append(spec.request.encode(body, version))
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         header = _REQ_FIXED.pack(api_key, version, correlation_id) + self._client_id_bytes
@@ -244,12 +253,12 @@ class KafkaProtocol:
         size = len(header)
         for piece in pieces:
             size += piece.nbytes if isinstance(piece, memoryview) else len(piece)
-        frame = b"".join((INT32.pack(size), header, *pieces))
+        pieces[0] = INT32.pack(size) + header
         if expect_response:
             self._in_flight.append(InFlight(correlation_id, api_key, version))
         else:
             self._unanswered.append(correlation_id)
-        return correlation_id, frame
+        return correlation_id, pieces, size + 4
 
     # ---- receiving
 
@@ -312,9 +321,12 @@ class KafkaProtocol:
             )
         offset = 4
         if response_header_version(expected.api_key, expected.api_version) == 1:
-            r = Reader(frame, 4)
-            r.skip_tagged_fields("response header tagged fields")
-            offset = r.pos
+            if len(frame) > 4 and frame[4] == 0:
+                offset = 5  # the usual empty tagged-field section
+            else:
+                r = Reader(frame, 4)
+                r.skip_tagged_fields("response header tagged fields")
+                offset = r.pos
         version, body = decode_response_body(
             expected.api_key, expected.api_version, memoryview(frame)[offset:]
         )

@@ -86,8 +86,17 @@ def write_uvarint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
+_ONE_BYTE_UVARINTS = tuple(bytes((i,)) for i in range(0x80))
+
+
 def uvarint_bytes(n: int) -> bytes:
     """The unsigned varint encoding of ``n`` as bytes."""
+    if 0 <= n < 0x80:
+        return _ONE_BYTE_UVARINTS[n]
+    if 0 <= n < 0x200000:  # two or three bytes (lengths of batches up to 2 MiB)
+        if n < 0x4000:
+            return bytes(((n & 0x7F) | 0x80, n >> 7))
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
     out = bytearray()
     write_uvarint(out, n)
     return bytes(out)

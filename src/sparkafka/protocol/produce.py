@@ -4,10 +4,10 @@ How it works: the Produce body is ``transactional_id, acks, timeout_ms, [topic [
 Each record batch is already encoded (and possibly large), so instead of going through the generic schema
 codec this builds a list of small header pieces interleaved with the caller's batch buffers (``bytes`` or
 ``memoryview``) and joins them once: the batch bytes are copied exactly once, into the result (or, with
-``encode_produce_request_parts``, into the request frame). v9+ is flexible (compact lengths and an empty
-tagged-field section closing every struct); v13 names each topic by its 16-byte topic id instead of its name.
-Topic-name prefixes are cached. The output is byte-identical to ``PRODUCE.encode_request`` (the tests check
-it).
+``encode_produce_request_parts``, at most once on their way to the socket). v9+ is flexible (compact
+lengths and an empty tagged-field section closing every struct); v13 names each topic by its 16-byte topic
+id instead of its name. Topic-name prefixes are cached. The output is byte-identical to
+``PRODUCE.encode_request`` (the tests check it).
 
 ``decode_produce_response`` is the matching hand-written decoder for the response (one per request,
 on the Sender thread): one ``unpack_from`` per partition instead of the generic codec's nested
@@ -91,9 +91,11 @@ def encode_produce_request_parts(
     timeout_ms: int,
     topics: Sequence[TopicData],
 ) -> tuple[Buffer, ...]:
-    """``encode_produce_request`` as its pieces, in order (small headers and the callers' batch buffers,
-    not copied): ``KafkaProtocol.send_request`` joins them into the frame, so the batch bytes are copied
-    once on their way to the socket."""
+    """``encode_produce_request`` as its pieces, in order: the callers' batch buffers themselves (not
+    copied), with the small header bytes between two batches joined into one piece. ``KafkaProtocol.
+    send_request_parts`` puts the frame header in front and the connection writes them with one
+    ``sendmsg`` (or joins them once), so the batch bytes are copied at most once on their way to the
+    socket."""
     if not PRODUCE_MIN_VERSION <= version <= PRODUCE_MAX_VERSION:
         raise UnsupportedVersionError(
             f"Produce version {version} is not supported "
@@ -101,49 +103,53 @@ def encode_produce_request_parts(
         )
     flexible = version >= PRODUCE_FIRST_FLEXIBLE
     parts: list[Buffer] = []
-    append = parts.append
+    small: list[bytes] = []  # header bytes since the last batch buffer
+    add = small.append
 
     if transactional_id is None:
-        append(b"\x00" if flexible else b"\xff\xff")
+        add(b"\x00" if flexible else b"\xff\xff")
     else:
         tid = transactional_id.encode()
         if len(tid) > MAX_STRING_BYTES:
             raise ProtocolError(
                 f"Produce transactional_id: {len(tid)} UTF-8 bytes exceed the limit {MAX_STRING_BYTES}"
             )
-        append(uvarint_bytes(len(tid) + 1) if flexible else INT16.pack(len(tid)))
-        append(tid)
+        add(uvarint_bytes(len(tid) + 1) if flexible else INT16.pack(len(tid)))
+        add(tid)
     try:
-        append(_ACKS_TIMEOUT.pack(acks, timeout_ms))
+        add(_ACKS_TIMEOUT.pack(acks, timeout_ms))
     except struct.error:
         raise ProtocolError(
             f"Produce acks {acks!r} must fit int16 and timeout_ms {timeout_ms!r} int32"
         ) from None
-    append(_count(len(topics), flexible))
+    add(_count(len(topics), flexible))
 
     pack32 = INT32.pack
     for topic, partitions in topics:
-        append(_topic_prefix(topic, version, flexible))
-        append(_count(len(partitions), flexible))
+        add(_topic_prefix(topic, version, flexible))
+        add(_count(len(partitions), flexible))
         for index, records in partitions:
             try:
-                head = pack32(index)
+                add(pack32(index))
             except struct.error:
                 raise ProtocolError(
                     f"Produce partition index {index!r} of topic {topic!r:.60} must fit int32"
                 ) from None
             if records is None:
-                append(head + (b"\x00" if flexible else b"\xff\xff\xff\xff"))
+                add(b"\x00" if flexible else b"\xff\xff\xff\xff")
             else:
                 size = records.nbytes if isinstance(records, memoryview) else len(records)
-                append(head + (uvarint_bytes(size + 1) if flexible else pack32(size)))
-                append(records)
+                add(uvarint_bytes(size + 1) if flexible else pack32(size))
+                parts.append(b"".join(small))
+                parts.append(records)
+                small.clear()
             if flexible:
-                append(b"\x00")  # partition tagged fields
+                add(b"\x00")  # partition tagged fields
         if flexible:
-            append(b"\x00")  # topic tagged fields
+            add(b"\x00")  # topic tagged fields
     if flexible:
-        append(b"\x00")  # top-level tagged fields
+        add(b"\x00")  # top-level tagged fields
+    parts.append(b"".join(small))
     return tuple(parts)
 
 
