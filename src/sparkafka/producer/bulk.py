@@ -74,13 +74,14 @@ def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
     return pa.array(murmur2_partitions(as_large_binary(keys).to_pylist(), num_partitions), pa.int32())
 
 
-def _sticky_partitions(parts: pa.Array, sizes: pa.Array, partitioner: BuiltInPartitioner,
+def _sticky_partitions(parts: pa.Array, tails: pa.Array, partitioner: BuiltInPartitioner,
                        cluster: ClusterView) -> pa.Array:
     """``parts`` with every -1 replaced by the sticky partitioner's choice (see the module docstring)."""
     mask = pc.equal(parts, -1)
     count = pc.sum(mask).as_py() or 0
     if not count:
         return parts
+    sizes = pc.add(pc.binary_length(tails), _RECORD_PREFIX)
     every = count == len(parts)
     row_sizes = sizes if every else pc.filter(sizes, mask)
     ends = pc.cumulative_sum(row_sizes)
@@ -145,12 +146,13 @@ def choose_partitions(
         parts = pa.array(chosen, pa.int32())
     elif keys is not None and not ignore_keys:
         parts = key_partitions(keys, num_partitions)
+        if explicit is None and not keys.null_count:
+            return parts  # every row has a key: the sticky partitioner has nothing to place
     else:
         parts = pa.nulls(n, pa.int32()).fill_null(-1)
     if explicit is not None:
         parts = pc.if_else(explicit.is_valid(), explicit, parts)
-    sizes = pc.add(pc.binary_length(tails), _RECORD_PREFIX)
-    return _sticky_partitions(parts, sizes, sticky, cluster)
+    return _sticky_partitions(parts, tails, sticky, cluster)
 
 
 def check_record_sizes(tails: pa.Array, where: str, record_limit: int) -> None:
