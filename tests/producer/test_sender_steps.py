@@ -438,11 +438,46 @@ def test_drain_rotates_over_the_partitions_of_a_node() -> None:
             rig.send(value, partition=p)
     order = []
     for _ in range(6):
-        req = rig.step_one()
-        (tp,) = req.batches()
-        order.append(tp[1])
-        rig.client.respond_produce(req)
+        for req in rig.step():  # full batches queued: one loop may send several requests
+            (tp,) = req.batches()
+            order.append(tp[1])
+            rig.client.respond_produce(req)
+        if len(order) == 6:
+            break
     assert order == [0, 1, 2, 0, 1, 2]
+
+
+def test_a_backlog_of_full_batches_goes_in_several_requests_per_loop() -> None:
+    """While full batches are queued and the node can take more, one loop sends up to five requests;
+    the open batch at the tail is not sent before its linger."""
+    rig = Rig(partitions=1, batch_size=600, max_request_size=700, linger_ms=1000)
+    values = [bytes([65 + i]) * 400 for i in range(7)]  # one record per batch: 7 batches, the last open
+    for value in values:
+        rig.send(value, partition=0)
+    first = rig.step()
+    assert [req.values((T, 0)) for req in first] == [[v] for v in values[:5]]
+    for req in first:
+        rig.client.respond_produce(req)
+    second = rig.step()
+    assert [req.values((T, 0)) for req in second] == [[values[5]]]  # the 7th is alone and lingers
+    rig.client.respond_produce(second[0])
+    assert rig.step() == []
+    assert rig.step_one(1000).values((T, 0)) == [values[6]]
+
+
+def test_no_extra_request_to_a_node_that_cannot_take_one() -> None:
+    rig = Rig(partitions=1, batch_size=600, max_request_size=700)
+    for i in range(4):
+        rig.send(bytes([65 + i]) * 400, partition=0)
+    original = rig.client.ready
+    calls: list[int] = []
+
+    def ready(node: int, now: float) -> bool:  # the in-flight limit is reached after one request
+        calls.append(node)
+        return len(calls) == 1 and original(node, now)
+
+    rig.client.ready = ready  # type: ignore[method-assign]
+    assert len(rig.step()) == 1
 
 
 def test_max_request_size_splits_batches_across_requests() -> None:

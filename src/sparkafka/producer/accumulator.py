@@ -656,16 +656,19 @@ class RecordAccumulator:
 
     # ================================================================================ drain
     def drain(
-        self, cluster: ClusterView, ready_nodes: Iterable[int], max_size: int, now: float
+        self, cluster: ClusterView, ready_nodes: Iterable[int], max_size: int, now: float,
+        full_only: bool = False,
     ) -> dict[int, list[ProducerBatch]]:
         """Per node, the head batches of its partitions (round-robin from the node's drain index),
-        up to ``max_size`` bytes per node (the first batch always goes). Drained batches are closed."""
+        up to ``max_size`` bytes per node (the first batch always goes). Drained batches are closed.
+        ``full_only``: only heads that have another batch behind them (closed for appends, so full)."""
         drained: dict[int, list[ProducerBatch]] = {}
         for node in ready_nodes:
-            drained[node] = self._drain_node(cluster, node, max_size, now)
+            drained[node] = self._drain_node(cluster, node, max_size, now, full_only)
         return drained
 
-    def _drain_node(self, cluster: ClusterView, node: int, max_size: int, now: float) -> list[ProducerBatch]:
+    def _drain_node(self, cluster: ClusterView, node: int, max_size: int, now: float,
+                    full_only: bool = False) -> list[ProducerBatch]:
         ready: list[ProducerBatch] = []
         parts = cluster.partitions_for_node(node)
         count = len(parts)
@@ -687,7 +690,7 @@ class RecordAccumulator:
             batch: ProducerBatch | None = None
             if tp not in muted:
                 pq = queues.get(tp)
-                if pq is not None and pq.deque:
+                if pq is not None and pq.deque and (not full_only or len(pq.deque) > 1):
                     epoch = leader_epoch(tp)
                     with pq.lock:
                         dq = pq.deque

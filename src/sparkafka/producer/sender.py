@@ -12,7 +12,9 @@ How it works: ``run()`` loops over ``run_once()`` until close. One iteration:
 5. ``accumulator.drain()`` up to ``max.request.size`` per node (the transaction manager assigns sequences
    and holds back what must wait); mute partitions when ``max.in.flight.requests.per.connection == 1``;
 6. expire batches (queued or on the wire) older than ``delivery.timeout.ms``;
-7. one Produce request per node (the batches' bytes spliced into the request);
+7. one Produce request per node (the batches' bytes spliced into the request); while full batches are
+   queued behind the heads and a node can take another request, up to four more rounds of step 5 and 7
+   for those nodes, with only partitions whose head has a batch behind it (open batches keep lingering);
 8. ``client.poll()`` until something is due; responses run ``_complete_batch``: success completes the
    futures and callbacks in order; retriable errors re-enqueue with exponential backoff (in sequence
    order); DUPLICATE_SEQUENCE_NUMBER counts as success; MESSAGE_TOO_LARGE splits; invalid-metadata
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sparkafka.producer")
 
 _PRODUCE_MAX_VERSION_BY_NAME = 12  # v13 addresses topics by id
+_MAX_FULL_ROUNDS = 5  # requests per node in one loop while full batches are queued (max.in.flight bounds it)
 _MAX_POLL_MS = 1000.0  # never sleep longer: expiry and transactional timers are re-checked at least this often
 
 
@@ -204,15 +207,7 @@ class Sender:
                 for b in failed:
                     self._fail_batch(b, auth_failed[node], adjust_sequences=False)
         batches = self.accumulator.drain(cluster, ready_nodes, self.max_request_size, now)
-        sent_any = False
-        touch = self.metadata.touch
-        for node_batches in batches.values():
-            for b in node_batches:
-                touch(b.tp[0])  # a topic with data in flight stays in the metadata (metadata.max.idle.ms)
-                sent_any = True
-                self.in_flight_batches.setdefault(b.tp, []).append(b)
-                if self.guarantee_message_order:
-                    self.accumulator.mute(b.tp)
+        sent_any = self._track_in_flight(batches)
         expiry_timeout = self._expire(now)
         poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout, metadata_timeout,
                            expiry_timeout, _MAX_POLL_MS)
@@ -221,10 +216,38 @@ class Sender:
             poll_timeout = min(poll_timeout, self.retry_backoff_ms)
         if sent_any:
             poll_timeout = 0.0
-        for node, node_batches in batches.items():
-            if node_batches:
-                self._send_produce_request(node, node_batches, now)
+        for rounds_left in range(_MAX_FULL_ROUNDS - 1, -1, -1):
+            busy = [node for node, node_batches in batches.items() if node_batches]
+            for node in busy:
+                self._send_produce_request(node, batches[node], now)
+            # A backlog of full batches (the producer outruns the Sender): while a node can take another
+            # request, send the full ones now rather than after a whole loop (ready, poll) per request.
+            more = [node for node in busy if self.client.ready(node, now)] if rounds_left else None
+            if not more:
+                break
+            batches = self.accumulator.drain(cluster, more, self.max_request_size, now, full_only=True)
+            if not self._track_in_flight(batches):
+                break
         return max(0.0, poll_timeout)
+
+    def _track_in_flight(self, batches: dict[int, list[ProducerBatch]]) -> bool:
+        """Record drained batches as in flight (muting their partitions when order must be kept);
+        True if there was any."""
+        sent_any = False
+        touch = self.metadata.touch
+        in_flight = self.in_flight_batches
+        for node_batches in batches.values():
+            for b in node_batches:
+                touch(b.tp[0])  # a topic with data in flight stays in the metadata (metadata.max.idle.ms)
+                sent_any = True
+                lst = in_flight.get(b.tp)
+                if lst is None:
+                    in_flight[b.tp] = [b]
+                else:
+                    lst.append(b)
+                if self.guarantee_message_order:
+                    self.accumulator.mute(b.tp)
+        return sent_any
 
     def _expire(self, now: float) -> float:
         """Fail batches past delivery.timeout.ms; returns ms until the next one is due.
