@@ -86,8 +86,8 @@ HandshakeStep = Callable[["BrokerConnection", HandshakeDone], None]
 calls ``done(None)`` when finished or ``done(error)`` to fail the connection (e.g. AuthenticationError)."""
 
 RequestBody = Mapping[str, Any] | bytes | bytearray | memoryview | tuple[bytes | bytearray | memoryview, ...]
-"""A dict for the schema codec, encoded bytes, or encoded pieces joined in order (``send_request``)."""
-"""A request body: a dict for the schema codec, or already-encoded bytes (the producer's Produce body)."""
+"""A request body: a dict for the schema codec, encoded bytes, or encoded pieces in order (the
+producer's Produce body)."""
 
 StateListener = Callable[["BrokerConnection", ConnectionState, "Exception | None"], None]
 
@@ -597,9 +597,9 @@ class BrokerConnection:
             self._in_flight.append(req)
         else:
             self._unwritten_no_response.append(req)
-        out = self._out
-        if out or len(pieces) > _SENDMSG_MAX_BUFFERS or not _HAS_SENDMSG or self._ssl_context is not None:
-            out.append(memoryview(b"".join(pieces)))
+        if (self._out or self._sock is None or self.state <= ConnectionState.TLS_HANDSHAKE
+                or self._ssl_context is not None or not _HAS_SENDMSG or len(pieces) > _SENDMSG_MAX_BUFFERS):
+            self._out.append(memoryview(b"".join(pieces)))  # queued behind other bytes, or TLS: one copy
             self._flush()
         else:
             self._send_pieces(pieces, size)
@@ -609,12 +609,8 @@ class BrokerConnection:
         """Write a frame's pieces with one ``sendmsg`` (nothing else queued, plaintext), so the Produce
         body's batch buffers go to the kernel without a user-space copy; what the socket does not take
         is copied and queued, since the caller may reuse those buffers once ``send`` returns."""
-        out = self._out
         sock = self._sock
-        if sock is None or self.state <= ConnectionState.TLS_HANDSHAKE:
-            out.append(memoryview(b"".join(pieces)))
-            self._update_interest()
-            return
+        assert sock is not None
         try:
             sent = sock.sendmsg(pieces)
         except _TLS_WOULD_BLOCK:
@@ -624,7 +620,7 @@ class BrokerConnection:
             return
         self._written_total += sent
         if sent < size:
-            out.append(memoryview(b"".join(pieces))[sent:])
+            self._out.append(memoryview(b"".join(pieces))[sent:])
         self._after_write()
 
     # ------------------------------------------------------------------ I/O events

@@ -624,9 +624,8 @@ class RecordAccumulator:
                     waited = now - batch.last_attempt_ms
                     if waited < 0:
                         waited = 0.0
-                    if leader_epoch > batch.current_leader_epoch:
-                        batch.maybe_update_leader_epoch(leader_epoch)
-                    backing_off = batch.attempts > 0 and self._should_backoff(batch, waited)
+                    batch.maybe_update_leader_epoch(leader_epoch)
+                    backing_off = self._should_backoff(batch, waited)
                     size = len(dq)
                     full = size > 1 or batch.builder.is_full()
                 if leader is None:
@@ -696,9 +695,8 @@ class RecordAccumulator:
                         dq = pq.deque
                         first = dq[0] if dq else None
                         if first is not None:
-                            if epoch > first.current_leader_epoch:
-                                first.maybe_update_leader_epoch(epoch)
-                            if first.attempts <= 0 or not self._should_backoff(first, first.waited_time_ms(now)):
+                            first.maybe_update_leader_epoch(epoch)
+                            if not self._should_backoff(first, first.waited_time_ms(now)):
                                 if size + first.builder.estimated_size_in_bytes > max_size and ready:
                                     self._drain_index[node] = stop_at
                                     break  # the rest waits for the next request
@@ -712,8 +710,7 @@ class RecordAccumulator:
                     self._update_compression_ratio(tp[0], batch.compression_ratio)
                 size += wire.nbytes
                 ready.append(batch)
-                if now > batch.drained_ms:
-                    batch.drained_ms = now
+                batch.drained(now)
             if index == start:
                 self._drain_index[node] = stop_at
                 break

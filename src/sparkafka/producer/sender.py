@@ -35,7 +35,7 @@ from .._clock import Clock
 from .._types import TopicPartition
 from ..protocol.messages import ApiKey
 from ..protocol.produce import encode_produce_request_parts
-from ..record.builder import NO_SEQUENCE, RECORD_BATCH_OVERHEAD
+from ..record.builder import RECORD_BATCH_OVERHEAD
 from .transaction_manager import TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
@@ -216,13 +216,15 @@ class Sender:
             poll_timeout = min(poll_timeout, self.retry_backoff_ms)
         if sent_any:
             poll_timeout = 0.0
-        for rounds_left in range(_MAX_FULL_ROUNDS - 1, -1, -1):
+        for round_number in range(1, _MAX_FULL_ROUNDS + 1):
             busy = [node for node, node_batches in batches.items() if node_batches]
             for node in busy:
                 self._send_produce_request(node, batches[node], now)
+            if round_number == _MAX_FULL_ROUNDS:
+                break
             # A backlog of full batches (the producer outruns the Sender): while a node can take another
             # request, send the full ones now rather than after a whole loop (ready, poll) per request.
-            more = [node for node in busy if self.client.ready(node, now)] if rounds_left else None
+            more = [node for node in busy if self.client.ready(node, now)]
             if not more:
                 break
             batches = self.accumulator.drain(cluster, more, self.max_request_size, now, full_only=True)
@@ -465,20 +467,16 @@ class Sender:
     def _remove_in_flight(self, batch: ProducerBatch) -> None:
         lst = self.in_flight_batches.get(batch.tp)
         if lst is not None:
-            if lst and lst[0] is batch:  # answers come in send order: usually the oldest
-                del lst[0]
-            else:
-                try:
-                    lst.remove(batch)
-                except ValueError:
-                    pass
+            try:
+                lst.remove(batch)
+            except ValueError:
+                pass
             if not lst:
                 del self.in_flight_batches[batch.tp]
 
     def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        tm = self.tm
-        if tm is not None and batch.base_sequence != NO_SEQUENCE:
-            tm.handle_completed_batch(batch, base_offset)
+        if self.tm is not None and batch.has_sequence():
+            self.tm.handle_completed_batch(batch, base_offset)
         if batch.done(base_offset, log_append_time, None):
             self.metrics.record_success(batch)
         self.accumulator.deallocate(batch)
