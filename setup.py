@@ -10,7 +10,8 @@ setup(
     ext_modules=[
         Extension(
             "sparkafka._accel",
-            sources=["src/sparkafka/_accel.c"],
+            sources=["src/sparkafka/_accel.c", "src/sparkafka/_send_lane.c"],
+            depends=["src/sparkafka/_accel_common.h"],
             optional=True,
             extra_compile_args=["-O2"],
         )

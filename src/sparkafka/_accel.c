@@ -1,4 +1,4 @@
-/* sparkafka._accel: optional C versions of the two hottest pure-Python loops.
+/* sparkafka._accel: optional C versions of the hottest pure-Python loops.
  *
  * How it works: the module is built by setup.py as an optional setuptools Extension; when it is
  * missing (no compiler) or SPARKAFKA_NO_ACCEL=1 is set, sparkafka uses its pure-Python code, which
@@ -23,43 +23,16 @@
  *       the record tails (arrow_records.encode_tails) of n rows of a key and a value column without
  *       headers, as the int64 offsets and the data of a large_binary array (two bytearrays). The
  *       loops run without the GIL (the Sender thread keeps working meanwhile).
+ *   run_success_callbacks(callbacks, metadata_type, topic, partition, base, base_ts, log_append_time, report)
+ *       the callbacks of a successful batch, each with its RecordMetadata (see below).
+ *   SendLane (_send_lane.c): KafkaProducer.send() for the common record in one C call.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-static uint32_t murmur2_u32(const unsigned char *data, Py_ssize_t length) {
-    const uint32_t m = 0x5bd1e995u;
-    const int r = 24;
-    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
-    Py_ssize_t words = length / 4;
-    for (Py_ssize_t i = 0; i < words; i++) {
-        const unsigned char *p = data + 4 * i;
-        uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-        k *= m;
-        k ^= k >> r;
-        k *= m;
-        h *= m;
-        h ^= k;
-    }
-    const unsigned char *tail = data + 4 * words;
-    switch (length & 3) {
-    case 3:
-        h ^= (uint32_t)tail[2] << 16;
-        /* fall through */
-    case 2:
-        h ^= (uint32_t)tail[1] << 8;
-        /* fall through */
-    case 1:
-        h ^= (uint32_t)tail[0];
-        h *= m;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
-    return h;
-}
+#include "_accel_common.h"
 
 /* Hash any bytes-like object; returns 0 and sets *out, or -1 with an exception set. */
 static int hash_object(PyObject *obj, uint32_t *out) {
@@ -101,26 +74,6 @@ static PyObject *accel_partition_for_key(PyObject *self, PyObject *const *args, 
 }
 
 /* ---- record encoding ------------------------------------------------------------------------- */
-
-static inline Py_ssize_t varint_len(int64_t v) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    Py_ssize_t n = 1;
-    while (u >= 0x80) {
-        u >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static inline char *put_varint(char *p, int64_t v) {
-    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    while (u >= 0x80) {
-        *p++ = (char)((u & 0x7f) | 0x80);
-        u >>= 7;
-    }
-    *p++ = (char)u;
-    return p;
-}
 
 /* A key or value: bytes (fast), None (-1 length) or another buffer. */
 typedef struct {
@@ -637,6 +590,103 @@ done:
     return result;
 }
 
+/* ---- completion ------------------------------------------------------------------------------ */
+
+/* run_success_callbacks(callbacks, metadata_type, topic, partition, base_offset, base_timestamp,
+ *                       log_append_time, report)
+ * ProducerBatch._run_success_callbacks: ``callbacks`` holds five entries per record (callback, index,
+ * timestamp delta, key size, value size); each callback gets ``metadata_type(topic, partition,
+ * offset, timestamp, key size, value size)`` (a tuple subclass, built directly) and None, where
+ * offset is base_offset + index (-1 when base_offset is -1) and timestamp is base_timestamp + delta,
+ * or log_append_time when that is not -1. A callback that raises is passed to ``report(exception)``
+ * and the loop goes on. */
+static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "run_success_callbacks takes 8 arguments");
+        return NULL;
+    }
+    PyObject *callbacks = args[0], *topic = args[2], *partition = args[3], *report = args[7];
+    if (!PyList_CheckExact(callbacks) || !PyType_Check(args[1])
+        || !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "run_success_callbacks: a list and a tuple subclass are required");
+        return NULL;
+    }
+    PyTypeObject *md_type = (PyTypeObject *)args[1];
+    long long base = PyLong_AsLongLong(args[4]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    long long base_ts = PyLong_AsLongLong(args[5]);
+    if (base_ts == -1 && PyErr_Occurred())
+        return NULL;
+    long long log_append_time = PyLong_AsLongLong(args[6]);
+    if (log_append_time == -1 && PyErr_Occurred())
+        return NULL;
+    /* the list is the batch's own and no longer grows; hold it while callbacks run */
+    Py_INCREF(callbacks);
+    PyObject *result = Py_None;
+    for (Py_ssize_t i = 0; i + 4 < PyList_GET_SIZE(callbacks); i += 5) {
+        PyObject *callback = PyList_GET_ITEM(callbacks, i);
+        long long index = PyLong_AsLongLong(PyList_GET_ITEM(callbacks, i + 1));
+        long long delta = index == -1 && PyErr_Occurred() ? 0 : PyLong_AsLongLong(PyList_GET_ITEM(callbacks, i + 2));
+        if (PyErr_Occurred()) {
+            result = NULL;
+            break;
+        }
+        PyObject *md = md_type->tp_alloc(md_type, 6);
+        PyObject *offset = PyLong_FromLongLong(base == -1 ? -1 : base + index);
+        PyObject *ts = PyLong_FromLongLong(log_append_time == -1 ? base_ts + delta : log_append_time);
+        if (md == NULL || offset == NULL || ts == NULL) {
+            Py_XDECREF(md);
+            Py_XDECREF(offset);
+            Py_XDECREF(ts);
+            result = NULL;
+            break;
+        }
+        PyObject *key_size = PyList_GET_ITEM(callbacks, i + 3), *value_size = PyList_GET_ITEM(callbacks, i + 4);
+        Py_INCREF(topic);
+        Py_INCREF(partition);
+        Py_INCREF(key_size);
+        Py_INCREF(value_size);
+        PyTuple_SET_ITEM(md, 0, topic);
+        PyTuple_SET_ITEM(md, 1, partition);
+        PyTuple_SET_ITEM(md, 2, offset);
+        PyTuple_SET_ITEM(md, 3, ts);
+        PyTuple_SET_ITEM(md, 4, key_size);
+        PyTuple_SET_ITEM(md, 5, value_size);
+        Py_INCREF(callback);
+        PyObject *call_args[2] = {md, Py_None};
+        PyObject *r = PyObject_Vectorcall(callback, call_args, 2, NULL);
+        Py_DECREF(callback);
+        Py_DECREF(md);
+        if (r != NULL) {
+            Py_DECREF(r);
+            continue;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* KeyboardInterrupt, SystemExit: propagate */
+            result = NULL;
+            break;
+        }
+        PyObject *exc_type, *exc, *tb;
+        PyErr_Fetch(&exc_type, &exc, &tb);
+        PyErr_NormalizeException(&exc_type, &exc, &tb);
+        if (tb != NULL && exc != NULL)
+            PyException_SetTraceback(exc, tb);
+        PyObject *rr = exc != NULL ? PyObject_CallOneArg(report, exc) : NULL;
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc);
+        Py_XDECREF(tb);
+        if (rr == NULL) {
+            result = NULL;
+            break;
+        }
+        Py_DECREF(rr);
+    }
+    Py_DECREF(callbacks);
+    if (result == Py_None)
+        Py_INCREF(result);
+    return result;
+}
+
 static PyMethodDef accel_methods[] = {
     {"murmur2", (PyCFunction)accel_murmur2, METH_O, "Kafka's murmur2 hash (signed 32-bit)."},
     {"partition_for_key", (PyCFunction)(void (*)(void))accel_partition_for_key, METH_FASTCALL,
@@ -649,6 +699,8 @@ static PyMethodDef accel_methods[] = {
      "Append records from pre-encoded tails while they fit (RecordBatchBuilder.append_tails)."},
     {"partitions_for_offsets", (PyCFunction)(void (*)(void))accel_partitions_for_offsets, METH_FASTCALL,
      "murmur2 partitions of the byte strings of an Arrow binary or large_binary column."},
+    {"run_success_callbacks", (PyCFunction)(void (*)(void))accel_run_success_callbacks, METH_FASTCALL,
+     "Run a successful batch's callbacks with their RecordMetadata (ProducerBatch._run_success_callbacks)."},
     {"encode_tails_kv", (PyCFunction)(void (*)(void))accel_encode_tails_kv, METH_FASTCALL,
      "Record tails of a key and a value column without headers (arrow_records.encode_tails)."},
     {NULL, NULL, 0, NULL},
@@ -659,5 +711,8 @@ static struct PyModuleDef accel_module = {
 };
 
 PyMODINIT_FUNC PyInit__accel(void) {
-    return PyModule_Create(&accel_module);
+    PyObject *module = PyModule_Create(&accel_module);
+    if (module != NULL && sparkafka_add_send_lane(module) < 0)
+        Py_CLEAR(module);
+    return module;
 }

@@ -222,3 +222,44 @@ def test_c_murmur2_matches_python(key: bytes, n: int) -> None:
     assert accel.ACCEL.murmur2(key) == m.murmur2_py(key)
     assert accel.ACCEL.murmur2(bytearray(key)) == m.murmur2_py(key)
     assert accel.ACCEL.partition_for_key(key, n) == m.partition_for_key_py(key, n)
+
+
+def _success_loop_entries() -> list[object]:
+    return [
+        lambda md, err: None, 0, 5, 3, 10,
+        lambda md, err: 1 / 0, 1, 6, -1, 0,  # raises: reported, the loop goes on
+        lambda md, err: None, 2, -40, 8, -1,
+    ]
+
+
+@pytest.mark.parametrize("use_c", [False, True])
+@pytest.mark.parametrize("base,log_append_time", [(1000, -1), (-1, -1), (1000, 555)])
+def test_success_callbacks_get_metadata_and_a_raising_one_is_logged(
+        use_c: bool, base: int, log_append_time: int, caplog: pytest.LogCaptureFixture) -> None:
+    from sparkafka.producer import producer_batch as pb
+
+    if use_c and pb._c_run_success_callbacks is None:
+        pytest.skip("the C accelerator is not in use")
+    seen: list[tuple[RecordMetadata, Any]] = []
+    entries = _success_loop_entries()
+    for i in range(0, len(entries), 5):
+        inner = entries[i]
+        entries[i] = (lambda f: lambda md, err: (seen.append((md, err)), f(md, err)))(inner)
+    batch = make_batch()
+    batch.try_append(TS, None, b"a", None, None, 0.0)  # the batch's base timestamp is TS
+    batch.result.base_offset, batch.result.log_append_time = base, log_append_time
+    saved = pb._c_run_success_callbacks
+    pb._c_run_success_callbacks = saved if use_c else None
+    try:
+        with caplog.at_level("ERROR", logger="sparkafka.producer"):
+            batch._run_success_callbacks(entries)
+    finally:
+        pb._c_run_success_callbacks = saved
+    offsets = [-1] * 3 if base == -1 else [base, base + 1, base + 2]
+    times = [TS + 5, TS + 6, TS - 40] if log_append_time == -1 else [log_append_time] * 3
+    assert seen == [(RecordMetadata(T, 1, offsets[0], times[0], 3, 10), None),
+                    (RecordMetadata(T, 1, offsets[1], times[1], -1, 0), None),
+                    (RecordMetadata(T, 1, offsets[2], times[2], 8, -1), None)]
+    assert all(type(md) is RecordMetadata for md, _ in seen)
+    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [ZeroDivisionError]
+    assert "topic-partition t-1" in caplog.records[0].getMessage()

@@ -218,6 +218,7 @@ class RecordAccumulator:
         self.next_batch_expiry_time_ms = math.inf
 
         self.records_appended = 0
+        """Records appended by this class (the C send lane counts its own: ``SendLane.fast_count``)."""
         self.batches_created = 0
 
     # ================================================================================ append

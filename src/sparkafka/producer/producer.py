@@ -35,6 +35,7 @@ from .future import FutureRecordMetadata, RecordMetadata
 from .metrics import ProducerMetrics
 from .murmur2 import partition_for_key_fast
 from .partitioner import Partitioner, resolve_partitioner
+from .send_lane import install_send_lane
 from .sender import Sender
 from .transaction_manager import TransactionManager
 
@@ -56,7 +57,7 @@ _FORCED_CLOSE_GRACE_S = 2.0
 def _after_fork_in_child() -> None:
     for p in list(_live_producers):
         p._forked_from = p._owner_pid
-        p._closing = True
+        p._set_closing()
 
 
 if hasattr(os, "register_at_fork"):
@@ -91,6 +92,7 @@ class KafkaProducer:
         self._owner_pid = os.getpid()
         self._forked_from: int | None = None
         self._closing = False
+        self._send_lane: Any = None
         self._closed = False
         self._close_lock = threading.Lock()
 
@@ -170,7 +172,15 @@ class KafkaProducer:
         self._io_thread = threading.Thread(
             target=self._sender.run, name=f"kafka-producer-network-thread | {cfg.client_id}", daemon=True)
         self._io_thread.start()
+        # producer.send is the C send lane when the accelerator is built (producer/send_lane.py)
+        self._send_lane = install_send_lane(self, KafkaProducer.send)
         _live_producers.add(self)
+
+    def _set_closing(self) -> None:
+        """Refuse new records from now on (every send takes the Python path, which raises)."""
+        self._closing = True
+        if self._send_lane is not None:
+            self._send_lane.disable()
 
     # ------------------------------------------------------------------ send
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
@@ -353,13 +363,14 @@ class KafkaProducer:
         (None = until done). Records still pending at the timeout fail with ProducerClosedError.
         Called from a callback, it closes at once without waiting."""
         if self._forked_from is not None:
-            self._closing = self._closed = True
+            self._set_closing()
+            self._closed = True
             return
         in_callback = threading.get_ident() == self._sender.thread_ident
         with self._close_lock:
             if self._closed:
                 return
-            self._closing = True
+            self._set_closing()
             if in_callback or timeout == 0:
                 self._sender.force()
             else:

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import logging
 import threading
 from collections.abc import Callable
 
 from sparkafka._types import Headers, TopicPartition
+from sparkafka.accel import ACCEL
 from sparkafka.errors import IllegalStateError, RecordTooLargeError
 from sparkafka.producer.future import (
     NO_OFFSET,
@@ -54,6 +56,15 @@ __all__ = ["BuilderFactory", "FinalState", "ProducerBatch"]
 log = logging.getLogger("sparkafka.producer")
 
 _FINAL_STATE_LOCK = threading.Lock()
+
+_c_run_success_callbacks: Callable[..., None] | None = getattr(ACCEL, "run_success_callbacks", None)
+"""The C loop of ``_run_success_callbacks`` (same calls and metadata; a raising callback goes to
+``_report_callback_error``)."""
+
+
+def _report_callback_error(topic: str, partition: int, error: BaseException) -> None:
+    log.error("Error executing user-provided callback on message for topic-partition %s-%d", topic, partition,
+              exc_info=error)
 """Makes the first-completion-wins transition atomic (taken once per batch completion)."""
 
 BuilderFactory = Callable[[int], RecordBatchBuilder]
@@ -378,6 +389,10 @@ class ProducerBatch:
         base = result.base_offset
         log_append_time = result.log_append_time
         base_timestamp = self.builder.base_timestamp
+        if _c_run_success_callbacks is not None:
+            _c_run_success_callbacks(callbacks, RecordMetadata, topic, partition, base, base_timestamp,
+                                     log_append_time, functools.partial(_report_callback_error, topic, partition))
+            return
         new = tuple.__new__
         it = iter(callbacks)
         if base != -1 and log_append_time == -1:  # the usual case, with less work per record

@@ -1,0 +1,69 @@
+/* Shared by the C accelerator's two sources (_accel.c, _send_lane.c): murmur2 and zigzag varints.
+ *
+ * How it works: plain static inline functions, so each source gets its own copy and the compiler
+ * inlines them into the record loops; no state.
+ */
+#ifndef SPARKAFKA_ACCEL_COMMON_H
+#define SPARKAFKA_ACCEL_COMMON_H
+
+#include <Python.h>
+#include <stdint.h>
+
+/* Kafka's murmur2 (as Java's Utils.murmur2), unsigned. */
+static inline uint32_t murmur2_u32(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995u;
+    const int r = 24;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t words = length / 4;
+    for (Py_ssize_t i = 0; i < words; i++) {
+        const unsigned char *p = data + 4 * i;
+        uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *tail = data + 4 * words;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* Zigzag varint size and write (Kafka's record fields). */
+static inline Py_ssize_t varint_len(int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (u >= 0x80) {
+        u >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline char *put_varint(char *p, int64_t v) {
+    uint64_t u = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (u >= 0x80) {
+        *p++ = (char)((u & 0x7f) | 0x80);
+        u >>= 7;
+    }
+    *p++ = (char)u;
+    return p;
+}
+
+/* The send lane type (_send_lane.c), added to the module by PyInit__accel. */
+int sparkafka_add_send_lane(PyObject *module);
+
+#endif
