@@ -16,7 +16,8 @@
  * ``RecordAccumulator._closed``, ``TransactionManager.last_error``). The lane counts its own records
  * (``fast_count``); ``RecordAccumulator.records_appended`` counts the Python appends.
  *
- * Locking: Python appends hold the partition queue's lock. The lane checks that the lock is free
+ * Locking: Python appends hold the partition queue's lock. The lane checks that the lock (exactly a
+ * ``_thread.lock``, the deque exactly a ``collections.deque``: their methods run no Python code) is free
  * and then does the whole append without releasing the GIL and without running Python code or
  * allocating anything the cyclic GC tracks (only ints and list growth), so no other thread can take
  * the lock or see a half-done append: the same exclusion, without two method calls per record. The
@@ -103,6 +104,8 @@ typedef struct {
 } SendLane;
 
 static PyObject *str_cluster, *str_closed, *str_last_error, *str_locked;
+/* the exact types of a queue's deque and lock (anything else could run Python code: hand over) */
+static PyTypeObject *deque_type, *lock_type;
 static PyObject *param_names[N_PARAMS];
 
 static inline PyObject *slot(PyObject *obj, Py_ssize_t offset) { /* borrowed; NULL when unset */
@@ -181,7 +184,7 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
         return PyErr_Occurred() ? -1 : 0;
     PyObject *dq = LANE_SLOT(lane, pq, S_Q_DEQUE);
     PyObject *lock = LANE_SLOT(lane, pq, S_Q_LOCK);
-    if (dq == NULL || lock == NULL)
+    if (dq == NULL || lock == NULL || Py_TYPE(dq) != deque_type || Py_TYPE(lock) != lock_type)
         return 0;
     /* the lock must be free; from here on nothing releases the GIL until the append is done */
     PyObject *margs[2] = {NULL, lock};
@@ -564,6 +567,18 @@ int sparkafka_add_send_lane(PyObject *module) {
     for (int i = 0; i < N_PARAMS; i++)
         if ((param_names[i] = PyUnicode_InternFromString(PARAM_NAMES[i])) == NULL)
             return -1;
+    PyObject *collections = PyImport_ImportModule("collections");
+    PyObject *thread = collections != NULL ? PyImport_ImportModule("_thread") : NULL;
+    deque_type = collections != NULL ? (PyTypeObject *)PyObject_GetAttrString(collections, "deque") : NULL;
+    lock_type = thread != NULL ? (PyTypeObject *)PyObject_GetAttrString(thread, "LockType") : NULL;
+    Py_XDECREF(collections);
+    Py_XDECREF(thread);
+    if (deque_type == NULL || lock_type == NULL)
+        return -1;
+    if (!PyType_Check(deque_type) || !PyType_Check(lock_type)) {
+        PyErr_SetString(PyExc_ImportError, "sparkafka._accel: collections.deque or _thread.LockType is not a class");
+        return -1;
+    }
     if (PyType_Ready(&SendLaneType) < 0)
         return -1;
     Py_INCREF(&SendLaneType);
