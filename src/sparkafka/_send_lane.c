@@ -330,7 +330,7 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
 static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     SendLane *lane = (SendLane *)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (!lane->enabled || nargs < 1 || nargs > N_PARAMS)
+    if (!lane->enabled || nargs > N_PARAMS)
         return lane_hand_over(lane, args, nargsf, kwnames);
     PyObject *a[N_PARAMS] = {NULL, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None};
     for (Py_ssize_t i = 0; i < nargs; i++)

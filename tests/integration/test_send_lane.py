@@ -56,7 +56,7 @@ def test_lane_appends_what_the_python_send_appends(target: Target) -> None:
         assert all(err is None for _, err in acked) and len(acked) == len(futures)
         metadata = [f.get(0) for f in futures]
         if use_lane:
-            assert lane.fast_count > len(futures) * 0.9  # the lane took almost every record
+            assert lane.fast_count > len(futures) * 0.75  # all but the records that open or fill a batch
         else:
             assert lane.fast_count == 0
         read = consume_all(target.bootstrap, topic, expected_count=len(futures))
@@ -109,7 +109,12 @@ def test_calls_the_lane_cannot_take_reach_the_python_send(target: Target) -> Non
         ((topic,), {"value": b"kw", "key": b"k", "headers": None, "partition": None}),
     ]
     futures = [producer.send(*args, **kwargs) for args, kwargs in calls]
-    assert lane.handed_over - over == len(calls) - 1 and lane.fast_count - fast == 1  # the last one is the lane's
+    # the first five must go to Python; the keyword form is the lane's unless the Sender held the lock
+    assert lane.handed_over - over >= len(calls) - 1 and lane.handed_over - over + lane.fast_count - fast == len(calls)
+    fast = lane.fast_count
+    for _ in range(20):
+        producer.send(topic=topic, value=b"kw", key=b"k", headers=None, partition=None, callback=None)
+    assert lane.fast_count - fast >= 15
     with pytest.raises(TypeError):
         producer.send(topic, b"v", b"k", b"extra", None, None, None, "too many")
     with pytest.raises(TypeError):
@@ -118,7 +123,7 @@ def test_calls_the_lane_cannot_take_reach_the_python_send(target: Target) -> Non
         producer.send(topic, b"v", partition=-1)
     producer.flush(30)
     assert [f.get(0).partition for f in futures][2] == 2
-    read = {r.value: r for r in consume_all(target.bootstrap, topic, expected_count=8)}
+    read = {r.value: r for r in consume_all(target.bootstrap, topic, expected_count=28)}
     assert read[b"h"].headers == [("a", b"1")] and read[b"ts"].timestamp == 1_600_000_000_000
     assert read[b"ba"].key == b"k" and read[b"mv"].key == b"k" and read[b"kw"].key == b"k"
 
@@ -153,7 +158,7 @@ def test_keyless_records_switch_sticky_partitions_with_the_lane(target: Target) 
     producer.flush(30)
     partitions = [f.get(0).partition for f in futures]
     runs = [len(list(group)) for _, group in itertools.groupby(partitions)]
-    assert lane.fast_count > 300 and lane.handed_over >= len(runs) - 1
+    assert lane.fast_count > 200 and lane.handed_over >= len(runs) - 1  # ~9 records a batch, 2 handed over
     assert len(runs) > 10 and len(set(partitions)) > 1, runs
     read = consume_all(target.bootstrap, topic, expected_count=400)
     assert {(r.partition, r.offset): r.value for r in read} == {
