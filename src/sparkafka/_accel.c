@@ -149,8 +149,7 @@ static PyObject *accel_write_record(PyObject *self, PyObject *const *args, Py_ss
         return NULL;
     }
     PyObject *result = NULL;
-    Py_ssize_t body = 1 + varint_len(ts_delta) + varint_len(offset_delta) + varint_len(key.len)
-                      + (key.len > 0 ? key.len : 0) + varint_len(value.len) + (value.len > 0 ? value.len : 0) + 1;
+    Py_ssize_t body = record_body_size(ts_delta, offset_delta, key.len, value.len);
     if (body != size) {
         PyErr_Format(PyExc_ValueError, "write_record: the record encodes to %zd bytes, but %lld were accounted",
                      body, size);
@@ -159,22 +158,7 @@ static PyObject *accel_write_record(PyObject *self, PyObject *const *args, Py_ss
     Py_ssize_t end = pos + varint_len(size) + body;
     if (end > PyByteArray_GET_SIZE(buf) && PyByteArray_Resize(buf, end) < 0)
         goto done;
-    char *p = PyByteArray_AS_STRING(buf) + pos;
-    p = put_varint(p, size);
-    *p++ = 0; /* attributes */
-    p = put_varint(p, ts_delta);
-    p = put_varint(p, offset_delta);
-    p = put_varint(p, key.len);
-    if (key.len > 0) {
-        memcpy(p, key.buf, (size_t)key.len);
-        p += key.len;
-    }
-    p = put_varint(p, value.len);
-    if (value.len > 0) {
-        memcpy(p, value.buf, (size_t)value.len);
-        p += value.len;
-    }
-    *p++ = 0; /* no headers */
+    put_record(PyByteArray_AS_STRING(buf) + pos, size, ts_delta, offset_delta, key.buf, key.len, value.buf, value.len);
     result = PyLong_FromSsize_t(end);
 done:
     release_field(&key);
@@ -231,8 +215,7 @@ static PyObject *accel_append_open(PyObject *self, PyObject *const *args, Py_ssi
         return NULL;
     }
     PyObject *result = NULL;
-    Py_ssize_t body = 1 + varint_len(ts_delta) + varint_len(n) + varint_len(key.len) + (key.len > 0 ? key.len : 0)
-                      + varint_len(value.len) + (value.len > 0 ? value.len : 0) + 1;
+    Py_ssize_t body = record_body_size(ts_delta, n, key.len, value.len);
     Py_ssize_t total = varint_len(body) + body;
     long long after = uncompressed + total;
     /* Python computes 61 + int(after * factor): a double product truncated toward zero */
@@ -251,22 +234,7 @@ static PyObject *accel_append_open(PyObject *self, PyObject *const *args, Py_ssi
         if (PyByteArray_Resize(buf, end) < 0)
             goto done;
     }
-    char *p = PyByteArray_AS_STRING(buf) + pos;
-    p = put_varint(p, body);
-    *p++ = 0;
-    p = put_varint(p, ts_delta);
-    p = put_varint(p, n);
-    p = put_varint(p, key.len);
-    if (key.len > 0) {
-        memcpy(p, key.buf, (size_t)key.len);
-        p += key.len;
-    }
-    p = put_varint(p, value.len);
-    if (value.len > 0) {
-        memcpy(p, value.buf, (size_t)value.len);
-        p += value.len;
-    }
-    *p++ = 0;
+    put_record(PyByteArray_AS_STRING(buf) + pos, body, ts_delta, n, key.buf, key.len, value.buf, value.len);
     result = PyLong_FromSsize_t(total);
 done:
     release_field(&key);

@@ -1,4 +1,4 @@
-/* Shared by the C accelerator's two sources (_accel.c, _send_lane.c): murmur2 and zigzag varints.
+/* Shared by the C accelerator's two sources (_accel.c, _send_lane.c): murmur2, varints, one record.
  *
  * How it works: plain static inline functions, so each source gets its own copy and the compiler
  * inlines them into the record loops; no state.
@@ -8,6 +8,7 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Kafka's murmur2 (as Java's Utils.murmur2), unsigned. */
 static inline uint32_t murmur2_u32(const unsigned char *data, Py_ssize_t length) {
@@ -60,6 +61,33 @@ static inline char *put_varint(char *p, int64_t v) {
         u >>= 7;
     }
     *p++ = (char)u;
+    return p;
+}
+
+/* One v2 record without headers: its body size (what the leading varint holds) and its bytes. A
+ * length of -1 is a null key or value (``k``/``v`` unused then). */
+static inline Py_ssize_t record_body_size(int64_t ts_delta, int64_t offset_delta, Py_ssize_t klen, Py_ssize_t vlen) {
+    return 1 + varint_len(ts_delta) + varint_len(offset_delta) + varint_len(klen) + (klen > 0 ? klen : 0)
+           + varint_len(vlen) + (vlen > 0 ? vlen : 0) + 1;
+}
+
+static inline char *put_record(char *p, Py_ssize_t body, int64_t ts_delta, int64_t offset_delta, const char *k,
+                               Py_ssize_t klen, const char *v, Py_ssize_t vlen) {
+    p = put_varint(p, body);
+    *p++ = 0; /* attributes */
+    p = put_varint(p, ts_delta);
+    p = put_varint(p, offset_delta);
+    p = put_varint(p, klen);
+    if (klen > 0) {
+        memcpy(p, k, (size_t)klen);
+        p += klen;
+    }
+    p = put_varint(p, vlen);
+    if (vlen > 0) {
+        memcpy(p, v, (size_t)vlen);
+        p += vlen;
+    }
+    *p++ = 0; /* no headers */
     return p;
 }
 

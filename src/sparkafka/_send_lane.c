@@ -238,8 +238,7 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
         return -1;
     a.ts = ts;
     a.ts_delta = ts - base_ts;
-    Py_ssize_t body = 1 + varint_len(a.ts_delta) + varint_len(a.n) + varint_len(key_len) + (key_len > 0 ? key_len : 0)
-                      + varint_len(value_len) + (value_len > 0 ? value_len : 0) + 1;
+    Py_ssize_t body = record_body_size(a.ts_delta, a.n, key_len, value_len);
     a.total = varint_len(body) + body;
     a.after = uncompressed + a.total;
     /* Python: 61 + int(after * factor) when compressing (a double product truncated toward zero) */
@@ -296,22 +295,8 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
     Py_XDECREF(o_delta);
     Py_XDECREF(o_ksize);
     Py_XDECREF(o_vsize);
-    char *p = PyByteArray_AS_STRING(buf) + a.pos;
-    p = put_varint(p, body);
-    *p++ = 0; /* attributes */
-    p = put_varint(p, a.ts_delta);
-    p = put_varint(p, a.n); /* offset delta */
-    p = put_varint(p, key_len);
-    if (key_len > 0) {
-        memcpy(p, PyBytes_AS_STRING(key), (size_t)key_len);
-        p += key_len;
-    }
-    p = put_varint(p, value_len);
-    if (value_len > 0) {
-        memcpy(p, PyBytes_AS_STRING(value), (size_t)value_len);
-        p += value_len;
-    }
-    *p = 0; /* no headers */
+    put_record(PyByteArray_AS_STRING(buf) + a.pos, body, a.ts_delta, a.n, key_len > 0 ? PyBytes_AS_STRING(key) : NULL,
+               key_len, value_len > 0 ? PyBytes_AS_STRING(value) : NULL, value_len);
     set_slot(builder, lane->offsets[S_BU_POS], o_pos);
     set_slot(builder, lane->offsets[S_BU_UNCOMPRESSED], o_uncompressed);
     set_slot(builder, lane->offsets[S_BU_ESTIMATE], o_estimate);

@@ -56,6 +56,7 @@ __all__ = ["BuilderFactory", "FinalState", "ProducerBatch"]
 log = logging.getLogger("sparkafka.producer")
 
 _FINAL_STATE_LOCK = threading.Lock()
+"""Makes the first-completion-wins transition atomic (taken once per batch completion)."""
 
 _c_run_success_callbacks: Callable[..., None] | None = getattr(ACCEL, "run_success_callbacks", None)
 """The C loop of ``_run_success_callbacks`` (same calls and metadata; a raising callback goes to
@@ -65,7 +66,7 @@ _c_run_success_callbacks: Callable[..., None] | None = getattr(ACCEL, "run_succe
 def _report_callback_error(topic: str, partition: int, error: BaseException) -> None:
     log.error("Error executing user-provided callback on message for topic-partition %s-%d", topic, partition,
               exc_info=error)
-"""Makes the first-completion-wins transition atomic (taken once per batch completion)."""
+
 
 BuilderFactory = Callable[[int], RecordBatchBuilder]
 """Makes an empty builder with the given write limit (used by ``split``)."""
