@@ -534,18 +534,9 @@ static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py
     out_off[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t kl = has_key ? column_len(&k, i) : -1;
-        p = put_varint(p, kl);
-        if (kl > 0) {
-            memcpy(p, kd + off_at(&k.o, k.first + i), (size_t)kl);
-            p += kl;
-        }
         int64_t vl = column_len(&v, i);
-        p = put_varint(p, vl);
-        if (vl > 0) {
-            memcpy(p, vd + off_at(&v.o, v.first + i), (size_t)vl);
-            p += vl;
-        }
-        *p++ = 0; /* no headers */
+        p = put_tail(p, kl > 0 ? kd + off_at(&k.o, k.first + i) : NULL, (Py_ssize_t)kl,
+                     vl > 0 ? vd + off_at(&v.o, v.first + i) : NULL, (Py_ssize_t)vl);
         out_off[i + 1] = (int64_t)(p - base);
     }
     Py_END_ALLOW_THREADS
@@ -566,8 +557,8 @@ done:
  * timestamp delta, key size, value size); each callback gets ``metadata_type(topic, partition,
  * offset, timestamp, key size, value size)`` (a tuple subclass, built directly) and None, where
  * offset is base_offset + index (-1 when base_offset is -1) and timestamp is base_timestamp + delta,
- * or log_append_time when that is not -1. A callback that raises is passed to ``report(exception)``
- * and the loop goes on. */
+ * or log_append_time when that is not -1. A callback that raises is passed to ``report(topic,
+ * partition, exception)`` and the loop goes on. */
 static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "run_success_callbacks takes 8 arguments");
@@ -639,7 +630,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
         PyErr_NormalizeException(&exc_type, &exc, &tb);
         if (tb != NULL && exc != NULL)
             PyException_SetTraceback(exc, tb);
-        PyObject *rr = exc != NULL ? PyObject_CallOneArg(report, exc) : NULL;
+        PyObject *rr = exc != NULL ? PyObject_CallFunctionObjArgs(report, topic, partition, exc, NULL) : NULL;
         Py_XDECREF(exc_type);
         Py_XDECREF(exc);
         Py_XDECREF(tb);

@@ -71,12 +71,8 @@ static inline Py_ssize_t record_body_size(int64_t ts_delta, int64_t offset_delta
            + varint_len(vlen) + (vlen > 0 ? vlen : 0) + 1;
 }
 
-static inline char *put_record(char *p, Py_ssize_t body, int64_t ts_delta, int64_t offset_delta, const char *k,
-                               Py_ssize_t klen, const char *v, Py_ssize_t vlen) {
-    p = put_varint(p, body);
-    *p++ = 0; /* attributes */
-    p = put_varint(p, ts_delta);
-    p = put_varint(p, offset_delta);
+/* A record's tail: key length and key, value length and value, no headers. */
+static inline char *put_tail(char *p, const char *k, Py_ssize_t klen, const char *v, Py_ssize_t vlen) {
     p = put_varint(p, klen);
     if (klen > 0) {
         memcpy(p, k, (size_t)klen);
@@ -89,6 +85,15 @@ static inline char *put_record(char *p, Py_ssize_t body, int64_t ts_delta, int64
     }
     *p++ = 0; /* no headers */
     return p;
+}
+
+static inline char *put_record(char *p, Py_ssize_t body, int64_t ts_delta, int64_t offset_delta, const char *k,
+                               Py_ssize_t klen, const char *v, Py_ssize_t vlen) {
+    p = put_varint(p, body);
+    *p++ = 0; /* attributes */
+    p = put_varint(p, ts_delta);
+    p = put_varint(p, offset_delta);
+    return put_tail(p, k, klen, v, vlen);
 }
 
 /* The send lane type (_send_lane.c), added to the module by PyInit__accel. */

@@ -21,6 +21,7 @@ import pytest
 
 from sparkafka import errors
 from sparkafka.producer.future import FutureRecordMetadata
+from sparkafka.producer.murmur2 import murmur2_py
 from sparkafka.producer.producer import KafkaProducer
 from sparkafka.producer.send_lane import _SendLane
 from support.consume import consume_all
@@ -37,6 +38,10 @@ def _lane(producer: KafkaProducer) -> Any:
     return lane
 
 
+def _collect(bucket: list[Any], metadata: Any, error: Any) -> None:
+    bucket.append((metadata, error))
+
+
 def test_lane_appends_what_the_python_send_appends(target: Target) -> None:
     rng = random.Random(7)
     records = [(bytes(rng.randrange(256) for _ in range(rng.randrange(0, 12))) if i % 5 else None,
@@ -48,10 +53,9 @@ def test_lane_appends_what_the_python_send_appends(target: Target) -> None:
         producer = target.producer({"linger.ms": 20, "batch.size": 4096})
         lane = _lane(producer)
         acked: list[Any] = []
-        on_ack = acked.append
+        on_ack = functools.partial(_collect, acked)
         send = lane if use_lane else functools.partial(KafkaProducer.send, producer)
-        futures = [send(topic, value, key, callback=lambda md, err: on_ack((md, err)))  # noqa: B023
-                   for key, value in records if key is not None]
+        futures = [send(topic, value, key, callback=on_ack) for key, value in records if key is not None]
         producer.flush(30)
         assert all(err is None for _, err in acked) and len(acked) == len(futures)
         metadata = [f.get(0) for f in futures]
@@ -68,6 +72,7 @@ def test_lane_appends_what_the_python_send_appends(target: Target) -> None:
            [(m.partition, m.offset, m.serialized_key_size, m.serialized_value_size) for m in py_md]
     # keyed records: Java's murmur2 partitions, in send order within each partition
     keyed = [(k, v) for k, v in records if k is not None]
+    assert [m.partition for m in lane_md] == [(murmur2_py(k) & 0x7FFFFFFF) % 6 for k, _ in keyed]
     by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
     for (k, v), m in zip(keyed, lane_md):
         by_partition.setdefault(m.partition, []).append((k, v))

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import enum
-import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -392,7 +391,7 @@ class ProducerBatch:
         base_timestamp = self.builder.base_timestamp
         if _c_run_success_callbacks is not None:
             _c_run_success_callbacks(callbacks, RecordMetadata, topic, partition, base, base_timestamp,
-                                     log_append_time, functools.partial(_report_callback_error, topic, partition))
+                                     log_append_time, _report_callback_error)
             return
         new = tuple.__new__
         it = iter(callbacks)
