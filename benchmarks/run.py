@@ -1,11 +1,11 @@
 """Producer benchmark: sparkafka vs confluent-kafka, aiokafka and kafka-python, in one run.
 
-Usage: ``python benchmarks/run.py`` (about 7 minutes on 2 cores). Options: ``--quick`` (a tenth of
+Usage: ``python benchmarks/run.py`` (about 9 minutes on 2 cores). Options: ``--quick`` (a tenth of
 the records, for a smoke test), ``--scale X`` (multiply every record count), ``--repeat N`` (runs per
 client and workload, default 2, the best is reported: other load on the machine only ever slows a
-run down), ``--clients``, ``--workloads``, ``--bootstrap-servers`` (an external broker instead of
-the embedded Tansu), ``--broker mock`` (a librdkafka mock cluster instead), ``--out DIR``
-(default ``docs/bench``).
+run down), ``--thread-rounds N`` (rounds of the threads block, default 5), ``--clients``,
+``--workloads``, ``--bootstrap-servers`` (an external broker instead of the embedded Tansu),
+``--broker mock`` (a librdkafka mock cluster instead), ``--out DIR`` (default ``docs/bench``).
 
 How it works: one broker serves the whole run (an embedded Tansu unless ``--bootstrap-servers`` is
 given). Before each (workload, client) run the embedded broker is restarted, so every run starts
@@ -18,9 +18,10 @@ rates do not depend on the count once batches are flowing.
 
 Workloads: ``keyed-100`` (8-byte keys, 100-byte values), ``keyed-100-lz4``, ``keyed-1k`` (1 KB
 values), ``keyless-100`` (sticky partitioning), ``threads-1/2/4/8`` (keyed-100 from N threads sharing
-one producer; sparkafka and confluent-kafka; the four run in interleaved rounds so that thread scaling
-compares runs made under the same machine load, and the CPython reference from
-``gil_reference.py`` is printed next to it), ``arrow`` (10,000-row Arrow batches:
+one producer; sparkafka and confluent-kafka; the four run in interleaved rounds, and thread scaling is
+the median over rounds of N threads' records/s divided by one thread's in the same round, so it
+compares runs made under the same machine load; the ratio of the best runs and the CPython reference
+from ``gil_reference.py`` are printed next to it), ``arrow`` (10,000-row Arrow batches:
 ``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka), ``arrow-256k`` (the same
 with batch.size 262144 for both clients: with 16 KB batches the embedded Tansu spends about as much CPU
 per batch as the bulk path itself, so the broker, not the client, sets the pace). ``--broker mock``
@@ -41,6 +42,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -220,21 +222,44 @@ def table(workload: Workload, results: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
-def scaling_line(all_results: dict[str, list[dict[str, Any]]], client: str) -> str | None:
-    """Records/s from N threads as a multiple of the one-thread run (threads-1, measured in the same
-    interleaved rounds; keyed-100 if threads-1 did not run)."""
+def scaling_line(all_results: dict[str, list[dict[str, Any]]], client: str,
+                 rounds: dict[str, list[dict[str, Any]]] | None = None) -> str | None:
+    """Records/s from N threads as a multiple of the one-thread run: the median over rounds of the
+    ratio within each round (threads-1 and threads-N run within a minute of each other, so both saw
+    about the same machine load), then the ratio of the best runs. keyed-100 is the baseline if
+    threads-1 did not run."""
     def rate(name: str) -> float | None:
         for r in all_results.get(name, []):
             if r["client"] == client and "error" not in r:
                 return float(r["records_per_second"])
         return None
 
+    def per_round(name: str) -> dict[int, float]:
+        return {r["attempt"]: float(r["records_per_second"]) for r in (rounds or {}).get(name, [])
+                if r["client"] == client and "error" not in r}
+
     baseline = "threads-1" if rate("threads-1") else "keyed-100"
     one = rate(baseline)
     if not one:
         return None
-    parts = [f"{n} threads {rate(f'threads-{n}') / one:.2f}x" for n in (2, 4, 8) if rate(f"threads-{n}")]
-    return f"{client}: " + ", ".join(parts) + f" of its 1-thread records/s ({baseline})" if parts else None
+    parts = []
+    for n in (2, 4, 8):
+        best = rate(f"threads-{n}")
+        if not best:
+            continue
+        ones, ns = per_round(baseline), per_round(f"threads-{n}")
+        ratios = sorted(ns[a] / ones[a] for a in ns if a in ones) if baseline == "threads-1" else []
+        if ratios:
+            median = statistics.median(ratios)
+            each = "/".join(f"{x:.2f}" for x in ratios)
+            parts.append(f"{n} threads {median:.2f}x (rounds {each}; best runs {best / one:.2f}x)")
+        else:
+            parts.append(f"{n} threads {best / one:.2f}x")
+    if not parts:
+        return None
+    how = ("median of the per-round ratios; each round runs 1, 2, 4 and 8 threads one after another"
+           if baseline == "threads-1" and rounds else "best runs")
+    return f"{client}: " + ", ".join(parts) + f" of its 1-thread records/s ({baseline}; {how})"
 
 
 def gil_reference_line(thread_counts: Sequence[int]) -> str | None:
@@ -341,6 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a tenth of the records (smoke test)")
     parser.add_argument("--repeat", type=int, default=2,
                         help="runs per (workload, client), interleaved; the best is reported (default 2)")
+    parser.add_argument("--thread-rounds", type=int, default=5,
+                        help="rounds of the threads-1/2/4/8 block (at least --repeat; default 5): thread "
+                             "scaling is a median of per-round ratios, which needs a few rounds")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "bench"), help="output directory")
     args = parser.parse_args(argv)
     scale = args.scale * (0.1 if args.quick else 1.0)
@@ -348,6 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     all_results: dict[str, list[dict[str, Any]]] = {}
+    rounds: dict[str, list[dict[str, Any]]] = {}  # every run, not only the best (for per-round ratios)
     broker = Broker(args.bootstrap_servers, args.broker)
     with broker.running():
         chosen = [w for w in WORKLOADS if w.name in args.workloads]
@@ -359,11 +388,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 blocks_to_run.append([workload])
         for block in blocks_to_run:
             best: dict[tuple[str, str], dict[str, Any]] = {}
-            for attempt in range(args.repeat):  # rounds interleave workloads and clients; the best run is kept
+            repeat = max(args.repeat, args.thread_rounds) if block[0].group == "threads" else args.repeat
+            for attempt in range(repeat):  # rounds interleave workloads and clients; the best run is kept
                 for workload in block:
                     for client in [c for c in workload.clients if c in args.clients]:
                         result = run_one(broker, workload, client, scale)
                         result["attempt"] = attempt + 1
+                        rounds.setdefault(workload.name, []).append(result)
                         if "error" in result:
                             print(f"{workload.name:14s} {client:13s} FAILED {result['error']}", file=sys.stderr)
                         else:
@@ -387,13 +418,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         broker_name = "embedded Tansu (in-memory)"
     header = (f"Machine: {machine()}. Broker: {broker_name}. "
-              f"Best of {args.repeat} runs per row. Run took {elapsed:.0f} s.")
+              f"Best of {args.repeat} runs per row"
+              + (f" ({max(args.repeat, args.thread_rounds)} for threads-N)" if "threads-1" in rounds else "")
+              + f". Run took {elapsed:.0f} s.")
     blocks = [header]
     for workload in WORKLOADS:
         if all_results.get(workload.name):
             blocks.append(table(workload, all_results[workload.name]))
     for client in ("sparkafka", "confluent"):
-        line = scaling_line(all_results, client)
+        line = scaling_line(all_results, client, rounds)
         if line:
             blocks.append("Thread scaling: " + line)
     line = bulk_line(all_results)
@@ -407,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"machine": machine(), "seconds": elapsed, "results": all_results}, f, indent=1)
+        json.dump({"machine": machine(), "seconds": elapsed, "results": all_results, "runs": rounds}, f, indent=1)
     png = os.path.join(args.out, "throughput.png")
     if chart(all_results, png):
         print(f"\nchart: {os.path.relpath(png, ROOT)}")

@@ -646,7 +646,24 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
     return result;
 }
 
+/* untracked_list() -> a new empty list the cyclic garbage collector does not track.
+ * ProducerBatch keeps its callback entries in one (five slots per record, mostly ints). Tracked, each
+ * collection walked every slot of every batch in the generations it collected: with the buffer full,
+ * 2M keyed records spent 0.31 s in the GC instead of 0.14 s (gc.callbacks timing), about 5% of the
+ * producer's CPU. What the list holds stays alive through it as usual; the only loss is that a
+ * reference cycle through the list could not be collected, and none is left once the batch completes:
+ * until then the accumulator or the Sender holds the batch, and completion replaces the list. */
+static PyObject *accel_untracked_list(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *list = PyList_New(0);
+    if (list != NULL)
+        PyObject_GC_UnTrack(list);
+    return list;
+}
+
 static PyMethodDef accel_methods[] = {
+    {"untracked_list", accel_untracked_list, METH_NOARGS, "A new empty list not tracked by the cyclic GC."},
     {"murmur2", (PyCFunction)accel_murmur2, METH_O, "Kafka's murmur2 hash (signed 32-bit)."},
     {"partition_for_key", (PyCFunction)(void (*)(void))accel_partition_for_key, METH_FASTCALL,
      "(murmur2(key) & 0x7fffffff) % num_partitions"},

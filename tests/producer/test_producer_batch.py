@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
 
 import pytest
 
+from sparkafka.accel import ACCEL
 from sparkafka.errors import IllegalStateError
 from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
 from sparkafka.producer.producer_batch import FinalState, ProducerBatch
@@ -53,6 +56,37 @@ def test_append_indexes_and_callbacks_only_where_given() -> None:
     assert (kept.relative_offset, kept.create_timestamp, kept.serialized_key_size, kept.serialized_value_size) \
         == (1, 2, 3, -1)
     assert batch.last_append_ms == 2.0
+
+
+class _Owner:
+    """Holds a batch and gives it a callback bound to itself: a reference cycle through the batch."""
+
+    def __init__(self) -> None:
+        self.batch = make_batch()
+        self.calls = 0
+
+    def on_ack(self, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        self.calls += 1
+
+
+@pytest.mark.parametrize("outcome", ["success", "failure"])
+def test_callback_entries_are_not_gc_tracked_and_are_dropped_at_completion(outcome: str) -> None:
+    owner = _Owner()
+    batch = owner.batch
+    assert batch.try_append(1, b"k", b"v", None, owner.on_ack, 1.0) is not None
+    # With the accelerator the cyclic GC does not walk the entries (one slot per record per collection).
+    assert gc.is_tracked(batch._callbacks) is (ACCEL is None)
+    if outcome == "success":
+        batch.done(7, -1)
+    else:
+        batch.abort(RuntimeError("boom"))
+    assert owner.calls == 1 and batch.callbacks is None
+    # Completion let go of the entries, so the cycle owner -> batch -> callback -> owner is collectable
+    # (it would not be if the untracked list still held the callback).
+    ref = weakref.ref(owner)
+    del owner, batch
+    gc.collect()
+    assert ref() is None
 
 
 def test_no_room_returns_none() -> None:
