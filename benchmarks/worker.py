@@ -157,14 +157,15 @@ def arrow_batch(run: Run, rows: int) -> Any:
 def _sparkafka_arrow(run: Run, producer: Any) -> dict[str, Any]:
     batch = arrow_batch(run, min(ARROW_ROWS, run.n))
     results = []
+    unfolded = 0
     run.begin()
     left = run.n
     while left > 0:
         part = batch if left >= batch.num_rows else batch.slice(0, left)
         results.append(producer.send_arrow(run.topic, part))
         left -= part.num_rows
-        for r in results:  # fold finished futures so their memory is released
-            r.poll()
+        while unfolded < len(results) and results[unfolded].poll():  # fold finished ones, in order,
+            unfolded += 1  # so their segments are released (results before `unfolded` are all done)
     run.send_done = time.perf_counter()
     producer.flush()
     for r in results:
