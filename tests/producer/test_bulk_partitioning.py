@@ -13,8 +13,10 @@ out-of-range partitions raise ``InvalidRecordInputError``.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import random
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -178,13 +180,17 @@ def _choose(keys: Sequence[bytes | str | None] | None, values: Sequence[bytes | 
             partitions: Sequence[int | None] | None = None, *, n: int = 4, custom: Recording | None = None,
             ignore_keys: bool = False, sticky: BuiltInPartitioner | None = None,
             cluster: FakeCluster | None = None, headers: pa.Array | None = None,
-            partition_type: pa.DataType | None = None) -> list[int]:
+            partition_type: pa.DataType | None = None,
+            locks: collections.defaultdict[int, threading.Lock] | None = None) -> list[int]:
     key_arr = None if keys is None else pa.array(keys)
     value_arr = pa.array(values, pa.binary())
     part_arr = None if partitions is None else pa.array(partitions, partition_type or pa.int32())
     tails = encode_tails(key_arr, value_arr, headers)
+    if locks is None:
+        locks = collections.defaultdict(threading.Lock)
     out = choose_partitions(TOPIC, n, tails, key_arr, value_arr, part_arr, custom=custom, ignore_keys=ignore_keys,
-                            sticky=sticky or _sticky(), cluster=cluster or FakeCluster.single_node(TOPIC, n))
+                            sticky=sticky or _sticky(), cluster=cluster or FakeCluster.single_node(TOPIC, n),
+                            queue_lock=locks.__getitem__)
     assert out.type == pa.int32() and out.null_count == 0
     result: list[int] = out.to_pylist()
     return result
@@ -289,6 +295,40 @@ def test_keyless_rows_switch_every_batch_size_bytes(impl: str) -> None:
     assert sticky.current_partition == last
     more = _choose(None, [value], n=4, sticky=sticky)
     assert more == [last]
+
+
+class _LockChecking(BuiltInPartitioner):
+    """Records, for every byte count / switch, its partition and whether that partition's lock was held."""
+
+    def __init__(self, locks: collections.defaultdict[int, threading.Lock]) -> None:
+        super().__init__(TOPIC, 1000, random_source=itertools.count().__next__)
+        self.locks = locks
+        self.held: list[tuple[int, bool]] = []
+
+    def update_partition_info(self, info: Any, appended_bytes: int, cluster: ClusterView,
+                              enable_switch: bool = True) -> None:
+        self.held.append((info.partition, self.locks[info.partition].locked()))
+        super().update_partition_info(info, appended_bytes, cluster, enable_switch)
+
+
+def test_sticky_partitioner_moves_under_the_current_partitions_queue_lock(impl: str) -> None:
+    """As in send(), the byte count and each switch happen while the queue lock of the partition being
+    left is held, so they cannot interleave with a send() appending there; a switch another thread
+    made meanwhile is not made a second time."""
+    locks: collections.defaultdict[int, threading.Lock] = collections.defaultdict(threading.Lock)
+    sticky = _LockChecking(locks)
+    cluster = FakeCluster.single_node(TOPIC, 4)
+    got = _choose(None, [b"x" * 300] * 10, n=4, sticky=sticky, cluster=cluster, locks=locks)
+    assert got == [0] * 4 + [1] * 3 + [2] * 3  # ~307-byte records; a chunk is each 1000 bytes of row starts
+    assert sticky.held == [(0, True), (1, True), (2, True)]  # two switches, then the tail's bytes
+    # Another thread switched after we read the current partition: ours is not counted or switched.
+    info = sticky.peek_current_partition_info(cluster)
+    BuiltInPartitioner.update_partition_info(sticky, info, 2000, cluster, True)  # "the other thread"
+    moved_on = sticky.peek_current_partition_info(cluster)
+    assert moved_on is not info
+    sticky.held.clear()
+    assert bulk._advance_sticky(sticky, info, 5000, cluster, True, locks.__getitem__) is moved_on
+    assert sticky.held == [] and moved_on.produced_bytes == 0
 
 
 def test_small_calls_accumulate_towards_a_switch(impl: str) -> None:

@@ -922,6 +922,11 @@ class RecordAccumulator:
     def built_in_partitioner(self, topic: str) -> BuiltInPartitioner:
         return self._topic_info(topic).partitioner
 
+    def queue_lock(self, topic: str, partition: int) -> threading.Lock:
+        """The lock of a partition's queue (made if needed): the bulk path moves the sticky partitioner
+        under the lock of its current partition, as ``append`` does."""
+        return self._queue(self._topic_info(topic), topic, partition).lock
+
     def queue_sizes(self) -> dict[TopicPartition, int]:
         """Batches queued per partition (for metrics)."""
         return {tp: len(pq.deque) for tp, pq in self.batches.items()}

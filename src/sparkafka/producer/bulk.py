@@ -10,7 +10,9 @@ How it works (``append_arrow``, for the rows of one topic; ``KafkaProducer.send_
    or ``partitioner.ignore.keys``) go to the KIP-794 sticky partitioner, which here switches partition
    every ``batch.size`` bytes of rows: each row's chunk number comes from the cumulative sum of the
    record sizes, and the topic's ``BuiltInPartitioner`` draws one partition per chunk (so adaptive
-   load stats and unavailable partitions count as they do for ``send()``).
+   load stats and unavailable partitions count as they do for ``send()``); as in ``send()``, its byte
+   count and each switch happen under the queue lock of the partition being left, and a switch another
+   thread made meanwhile is kept.
 3. **Group.** A stable sort by partition puts each partition's rows next to each other in their original
    order (one ``take`` of the tails); a batch that goes to one partition is not sorted.
 4. **Append.** ``RecordAccumulator.append_tails`` copies each partition's run into its batches (the
@@ -24,6 +26,8 @@ the number of rows not appended. Everything that can be checked is checked befor
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -35,12 +39,14 @@ from sparkafka.accel import ACCEL
 from sparkafka.errors import InvalidRecordInputError, KafkaError, RecordTooLargeError
 from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
 from sparkafka.producer.murmur2 import murmur2_partitions
-from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner
+from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.record.arrow_records import as_large_binary, column_buffers, encode_tails, tail_buffers
 from sparkafka.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partitions", "key_partitions"]
 
+QueueLock = Callable[[int], threading.Lock]
+"""The lock of one of the topic's partition queues (``RecordAccumulator.queue_lock`` for the topic)."""
 _c_partitions: Callable[..., bytearray] | None = getattr(ACCEL, "partitions_for_offsets", None)
 _RECORD_PREFIX = 4
 """Typical bytes of a record before its tail (length, attributes, timestamp and offset deltas), for
@@ -74,8 +80,18 @@ def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
     return pa.array(murmur2_partitions(as_large_binary(keys).to_pylist(), num_partitions), pa.int32())
 
 
+def _advance_sticky(partitioner: BuiltInPartitioner, info: StickyPartitionInfo, appended_bytes: int,
+                    cluster: ClusterView, enable_switch: bool, queue_lock: QueueLock) -> StickyPartitionInfo:
+    """Count ``appended_bytes`` on ``info``'s partition (switching if due) under that partition's queue
+    lock, as ``send()`` does, unless another thread switched meanwhile; returns the current partition."""
+    with queue_lock(info.partition):
+        if not partitioner.is_partition_changed(info):
+            partitioner.update_partition_info(info, appended_bytes, cluster, enable_switch)
+    return partitioner.peek_current_partition_info(cluster)
+
+
 def _sticky_partitions(parts: pa.Array, tails: pa.Array, partitioner: BuiltInPartitioner,
-                       cluster: ClusterView) -> pa.Array:
+                       cluster: ClusterView, queue_lock: QueueLock) -> pa.Array:
     """``parts`` with every -1 replaced by the sticky partitioner's choice (see the module docstring)."""
     mask = pc.equal(parts, -1)
     count = pc.sum(mask).as_py() or 0
@@ -92,13 +108,13 @@ def _sticky_partitions(parts: pa.Array, tails: pa.Array, partitioner: BuiltInPar
     last_chunk = int(chunks[-1].as_py())
     chosen = [info.partition]
     for _ in range(last_chunk):
-        partitioner.update_partition_info(info, max(0, chunk_bytes - info.produced_bytes), cluster, True)
-        info = partitioner.peek_current_partition_info(cluster)
+        info = _advance_sticky(partitioner, info, max(0, chunk_bytes - info.produced_bytes), cluster, True,
+                               queue_lock)
         chosen.append(info.partition)
     total = int(ends[-1].as_py())
     tail_bytes = total if not last_chunk else total - int(starts[pc.index(chunks, last_chunk).as_py()].as_py())
     # The last chunk's bytes count towards the next switch (deferred until its batch is full, as in send()).
-    partitioner.update_partition_info(info, tail_bytes, cluster, False)
+    _advance_sticky(partitioner, info, tail_bytes, cluster, False, queue_lock)
     sticky = pc.take(pa.array(chosen, pa.int32()), chunks)
     return sticky if every else pc.replace_with_mask(parts, mask, sticky)
 
@@ -115,8 +131,10 @@ def choose_partitions(
     ignore_keys: bool,
     sticky: BuiltInPartitioner,
     cluster: ClusterView,
+    queue_lock: QueueLock,
 ) -> pa.Array:
-    """The partition of every row (int32, no nulls); the sticky partitioner advances as it is used."""
+    """The partition of every row (int32, no nulls); the sticky partitioner advances as it is used,
+    under the queue lock of its current partition (``queue_lock(partition)``), as in ``send()``."""
     n = len(tails)
     explicit = None
     if partitions is not None and partitions.null_count < n:
@@ -152,7 +170,7 @@ def choose_partitions(
         parts = pa.nulls(n, pa.int32()).fill_null(-1)
     if explicit is not None:
         parts = pc.if_else(explicit.is_valid(), explicit, parts)
-    return _sticky_partitions(parts, tails, sticky, cluster)
+    return _sticky_partitions(parts, tails, sticky, cluster, queue_lock)
 
 
 def check_record_sizes(tails: pa.Array, where: str, record_limit: int) -> None:
@@ -217,7 +235,7 @@ def append_arrow(
     check_record_sizes(tails, f"topic {topic!r}", record_limit)
     parts = choose_partitions(topic, num_partitions, tails, keys, values, partitions, custom=custom,
                               ignore_keys=ignore_keys, sticky=accumulator.built_in_partitioner(topic),
-                              cluster=cluster)
+                              cluster=cluster, queue_lock=functools.partial(accumulator.queue_lock, topic))
     order, groups = _groups(parts)
     if order is not None:
         tails = pc.take(tails, order)
