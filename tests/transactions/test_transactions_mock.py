@@ -126,6 +126,32 @@ def test_a_failed_batch_makes_the_transaction_abortable(
     assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [2]
 
 
+def test_invalid_producer_epoch_on_produce_is_abortable_and_the_abort_takes_a_new_epoch(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """As in Java (KIP-588): INVALID_PRODUCER_EPOCH answered to a transactional Produce (the coordinator
+    may have aborted the transaction on its timeout) fails the batch and makes the transaction
+    abortable, not the producer fenced; abort_transaction re-initializes it with a new epoch."""
+    producer.init_transactions()
+    tm = producer._tm
+    assert tm is not None
+    first = (tm.producer_id, tm.epoch)
+    producer.begin_transaction()
+    mock_cluster.push_partition_request_errors(topic, 0, ApiKey.PRODUCE, [errors.INVALID_PRODUCER_EPOCH])
+    failed = producer.send(topic, b"0:0:0", partition=0)
+    error = failed.exception(10)
+    assert isinstance(error, errors.error_class_for_code(errors.INVALID_PRODUCER_EPOCH))
+    assert not isinstance(error, errors.ProducerFencedError)
+    with pytest.raises(errors.TransactionError) as refused:
+        producer.commit_transaction()
+    assert not isinstance(refused.value, errors.ProducerFencedError)
+    producer.abort_transaction()
+    assert (tm.producer_id, tm.epoch) != first  # InitProducerId again (the mock hands out a new id)
+    producer.begin_transaction()
+    producer.send(topic, b"0:1:1", partition=0).get(10)
+    producer.commit_transaction()
+    assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [1]
+
+
 def test_the_transaction_block_aborts_when_its_commit_fails_abortably(
         mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
     """``with producer.transaction()``: a commit refused because a batch failed raises, and the block has

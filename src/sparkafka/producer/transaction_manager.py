@@ -561,14 +561,17 @@ class TransactionManager:
         with self.lock:
             code = getattr(exc, "code", None)
             if code in _FATAL_FOR_BATCHES or isinstance(exc, errors.UnsupportedVersionError) \
-                    or (self.is_transactional and (code in _FENCED or isinstance(exc, errors.ProducerFencedError))):
+                    or (self.is_transactional
+                        and (code == errors.PRODUCER_FENCED or isinstance(exc, errors.ProducerFencedError))):
                 fatal: BaseException = exc
-                if code in _FENCED:
-                    fatal = fenced_error(f"the broker answered {errors.error_name(code or 0)} to a produce request")
+                if code == errors.PRODUCER_FENCED:
+                    fatal = fenced_error(f"the broker answered {errors.error_name(code)} to a produce request")
                 self.transition_to_fatal(fatal)
             elif self.is_transactional:
-                if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID) \
-                        or isinstance(exc, errors.DeliveryTimeoutError):
+                # INVALID_PRODUCER_EPOCH on a Produce is abortable, as in Java (KIP-588: e.g. the coordinator
+                # aborted the transaction on its timeout); the abort then re-initializes (a new epoch).
+                if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID,
+                            errors.INVALID_PRODUCER_EPOCH) or isinstance(exc, errors.DeliveryTimeoutError):
                     self._bump_required = True
                 self.transition_to_abortable(exc)
             was_in_flight = self._remove_in_flight(batch)
