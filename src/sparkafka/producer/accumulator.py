@@ -925,7 +925,7 @@ class RecordAccumulator:
     def queue_lock(self, topic: str, partition: int) -> threading.Lock:
         """The lock of a partition's queue (made if needed): the bulk path moves the sticky partitioner
         under the lock of its current partition, as ``append`` does."""
-        return self._queue(self._topic_info(topic), topic, partition).lock
+        return self._get_or_create_queue((topic, partition)).lock
 
     def queue_sizes(self) -> dict[TopicPartition, int]:
         """Batches queued per partition (for metrics)."""
