@@ -9,8 +9,9 @@ passed; never sooner than the retry backoff after the previous attempt) and appl
 ``update()``, which builds a new snapshot, drops topics unused for ``metadata.max.idle.ms``, remembers
 fatal per-topic errors (invalid name, not authorised) and wakes threads blocked in ``await_update`` /
 ``wait_for_topic`` (a ``threading.Condition``: this state is shared between the Sender and callers).
-When every known broker is unreachable (or no metadata arrived for a long time) and
-``metadata.recovery.strategy=rebootstrap``, the snapshot falls back to the bootstrap addresses.
+When every known broker is unreachable (or the refresh that is due has kept failing for
+``metadata.recovery.rebootstrap.trigger.ms``) and ``metadata.recovery.strategy=rebootstrap``, the snapshot
+falls back to the bootstrap addresses.
 When every known broker rejected the client's credentials (the network client reports an
 ``AuthenticationError`` for all of them), waiting threads get that error at once instead of waiting for
 ``max.block.ms``; it stays until a metadata update succeeds.
@@ -44,6 +45,7 @@ MAX_TOPIC_NAME_LENGTH = 249
 # Topic error codes that mean "not there yet": keep waiting instead of failing the caller.
 _WAITABLE_TOPIC_CODES = frozenset({3, 5})
 _INVALID_TOPIC_CODE = 17
+_ZERO_UUID = bytes(16)
 
 
 def validate_topic_name(topic: object) -> str:
@@ -74,6 +76,13 @@ def _topic_error(topic: str, code: int) -> errors.KafkaError:
     if code == errors.TOPIC_AUTHORIZATION_FAILED:
         return errors.error_for_code(code, f"not authorized to access topic {topic!r}")
     return errors.error_for_code(code, f"metadata for topic {topic!r}")
+
+
+def _topic_id_changed(old_id: Any, new_id: Any) -> bool:
+    """True when the broker names a known topic id other than the cached one: the topic was deleted and
+    re-created, so its leader epochs started again and an older epoch is no reason to keep the cached
+    partition (Java ``Metadata.updateLatestMetadata``). A zero id means the broker did not say."""
+    return new_id is not None and new_id != _ZERO_UUID and new_id != old_id
 
 
 def _is_fatal(error: Exception) -> bool:
@@ -129,7 +138,7 @@ class Metadata:
         self._version = 1
         self._last_refresh_ms = -math.inf
         self._last_success_ms = -math.inf
-        self._created_ms = clock.monotonic_ms()
+        self._attempt_start_ms: float | None = None  # when the refresh now due was first attempted
         self._failed_attempts = 0
         self._topic_failures: dict[str, errors.KafkaError] = {}
         self._fatal: Exception | None = None
@@ -195,11 +204,16 @@ class Metadata:
         return max(expire, allow)
 
     def should_rebootstrap(self, now: float) -> bool:
-        """True when rebootstrap is on and no metadata arrived for rebootstrap_trigger_ms."""
+        """True when rebootstrap is on and the refresh that is due has been attempted without success for
+        rebootstrap_trigger_ms (Java ``needsRebootstrap``). Asked when a refresh is due: the first call after
+        a successful update starts the attempt window, so a routine refresh never counts the time since the
+        previous one."""
+        start = self._attempt_start_ms
+        if start is None:
+            start = self._attempt_start_ms = now
         if self.recovery_strategy != "rebootstrap" or self._cluster.is_bootstrap:
             return False
-        last = self._last_success_ms if self._last_success_ms > -math.inf else self._created_ms
-        return now - last >= self.rebootstrap_trigger_ms
+        return now - start >= self.rebootstrap_trigger_ms
 
     def rebootstrap(self) -> None:
         """Forget the brokers and go back to the bootstrap addresses."""
@@ -231,7 +245,8 @@ class Metadata:
                 if p.topic not in self._topics:
                     continue
                 previous = old.partition((p.topic, p.partition))
-                if previous is not None and p.leader_epoch >= 0 and previous.leader_epoch > p.leader_epoch:
+                if (previous is not None and p.leader_epoch >= 0 and previous.leader_epoch > p.leader_epoch
+                        and not _topic_id_changed(old.topic_id(p.topic), fresh.topic_id(p.topic))):
                     log.debug(
                         "keeping %s-%s: response epoch %s is older than %s",
                         p.topic,
@@ -253,6 +268,7 @@ class Metadata:
             self._need_update = False
             self._last_refresh_ms = now
             self._last_success_ms = now
+            self._attempt_start_ms = None
             self._failed_attempts = 0
             self._refresh_backoff_ms = self._backoff.backoff(0)
             self._fatal = None

@@ -1,0 +1,122 @@
+"""Metadata against Java's rules for a re-created topic and for re-bootstrapping.
+
+How it works: ``Metadata`` is fed hand-made Metadata responses (a topic re-created under a new topic id
+with its leader epochs starting again; the same id with an older epoch) or driven by a real
+``MetadataUpdater`` against Tansu with a ``ManualClock`` across ``metadata.max.age.ms``, and the tests
+assert what Java's ``Metadata`` / ``NetworkClient`` do: a new topic id replaces the cached partitions,
+and only a due refresh that kept failing for ``metadata.recovery.rebootstrap.trigger.ms`` re-bootstraps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sparkafka._clock import ManualClock
+from sparkafka.broker import EmbeddedBroker
+from sparkafka.net.client import NetworkClient
+from sparkafka.net.metadata import Metadata, MetadataUpdater
+
+# ----------------------------------------------------------------------------------- metadata helpers
+
+
+def _partition(index: int, leader: int, epoch: int) -> dict[str, Any]:
+    return {"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
+            "replica_nodes": [leader], "isr_nodes": [leader], "offline_replicas": []}
+
+
+def _metadata_response(topic: str, topic_id: bytes, partitions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "brokers": [{"node_id": 1, "host": "h1", "port": 9092, "rack": None},
+                    {"node_id": 2, "host": "h2", "port": 9092, "rack": None}],
+        "cluster_id": "c", "controller_id": 1,
+        "topics": [{"error_code": 0, "name": topic, "topic_id": topic_id, "is_internal": False,
+                    "partitions": partitions}],
+    }
+
+
+
+
+def test_recreated_topic_with_a_new_id_replaces_the_stale_leader_epoch() -> None:
+    """A topic deleted and re-created (new topic id) between two refreshes starts again at leader epoch 0.
+    Java (Metadata.updateLatestMetadata, KAFKA-12257) accepts the new partition metadata when the topic id
+    changed; keeping the old partition because its epoch is higher leaves the producer sending to the old
+    leader forever (NOT_LEADER_OR_FOLLOWER, refresh, same stale answer kept) until every record expires."""
+    clock = ManualClock()
+    md = Metadata("h1:9092", clock=clock)
+    md.add_topic("t", clock.monotonic_ms())
+    old_id, new_id = b"\x01" * 16, b"\x02" * 16
+    md.update(_metadata_response("t", old_id, [_partition(0, 1, epoch=7)]), clock.monotonic_ms())
+    clock.advance(10)
+    c = md.update(_metadata_response("t", new_id, [_partition(0, 2, epoch=0)]), clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) == 2
+    assert c.leader_epoch(("t", 0)) == 0
+    assert c.topic_id("t") == new_id
+
+
+def test_stale_epoch_still_ignored_for_the_same_topic_id() -> None:
+    """The guard itself stays: same topic id, older epoch -> the newer cached partition is kept (Java)."""
+    clock = ManualClock()
+    md = Metadata("h1:9092", clock=clock)
+    md.add_topic("t", clock.monotonic_ms())
+    tid = b"\x05" * 16
+    md.update(_metadata_response("t", tid, [_partition(0, 1, epoch=7)]), clock.monotonic_ms())
+    c = md.update(_metadata_response("t", tid, [_partition(0, 2, epoch=6)]), clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) == 1 and c.leader_epoch(("t", 0)) == 7
+    # a zero (unknown) topic id from an older broker is no reason to accept an older epoch either
+    c = md.update(_metadata_response("t", bytes(16), [_partition(0, 2, epoch=6)]), clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) == 1 and c.leader_epoch(("t", 0)) == 7
+
+
+def test_a_periodic_refresh_does_not_rebootstrap(tansu: EmbeddedBroker, unique_topic: Callable[[str], str]) -> None:
+    """metadata.recovery.rebootstrap.trigger.ms (KIP-1102) counts from the start of the current, still
+    failing, metadata attempt (Java ``metadataAttemptStartMs``, cleared by every successful update). With
+    the defaults (metadata.max.age.ms = trigger = 5 min) the routine refresh of a healthy producer fell
+    back to the bootstrap snapshot every 5 minutes: every topic's partitions and leaders vanished until the
+    answer came (send() blocked on metadata, batches had no leader, broker connections were dropped)."""
+    clock = ManualClock()
+    client = NetworkClient(tansu.bootstrap_servers, clock=clock)
+    metadata = Metadata(tansu.bootstrap_servers, clock=clock)  # defaults: max age 300 s, trigger 300 s
+    updater = MetadataUpdater(metadata, client)
+    topic = unique_topic("reboot")
+
+    def run_until(done: Callable[[], bool]) -> None:
+        for _ in range(2000):
+            if done():
+                return
+            now = clock.monotonic_ms()
+            updater.maybe_update(now)
+            assert not metadata.fetch().is_bootstrap or metadata.version == 1, "rebootstrapped"
+            client.poll(5, now)
+        raise AssertionError("metadata not updated")
+
+    try:
+        metadata.add_topic(topic, clock.monotonic_ms())
+        run_until(lambda: metadata.fetch().partition_count(topic) is not None)
+        nodes = client.nodes()
+        version = metadata.version
+        clock.advance(metadata.max_age_ms)  # the periodic refresh is due
+        metadata.touch(topic)  # records went to the topic meanwhile (metadata.max.idle.ms)
+        run_until(lambda: metadata.version > version)
+        assert metadata.fetch().partition_count(topic) is not None
+        assert client.nodes() == nodes
+    finally:
+        client.close()
+
+
+def test_rebootstrap_after_the_due_refresh_kept_failing_for_the_trigger() -> None:
+    """The other half of KIP-1102: once a refresh is due, failing attempts for the trigger time do
+    rebootstrap; a success in between starts the count again."""
+    clock = ManualClock()
+    md = Metadata("b1:1", clock=clock, metadata_max_age_ms=1000, rebootstrap_trigger_ms=5000)
+    md.add_topic("t", clock.monotonic_ms())
+    md.update(_metadata_response("t", b"\x01" * 16, [_partition(0, 1, epoch=0)]), clock.monotonic_ms())
+    clock.advance(1000)  # due
+    assert not md.should_rebootstrap(clock.monotonic_ms())
+    clock.advance(4999)
+    assert not md.should_rebootstrap(clock.monotonic_ms())
+    clock.advance(1)
+    assert md.should_rebootstrap(clock.monotonic_ms())
+    md.update(_metadata_response("t", b"\x01" * 16, [_partition(0, 1, epoch=0)]), clock.monotonic_ms())
+    clock.advance(6000)
+    assert not md.should_rebootstrap(clock.monotonic_ms())  # the first attempt since the success
