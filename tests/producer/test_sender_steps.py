@@ -649,3 +649,49 @@ def test_idempotent_duplicate_sequence_counts_as_success() -> None:
     rig.client.respond_produce(req, offsets={(T, 0): 1})
     rig.step()
     assert nxt.result(0).offset == 1
+
+
+def test_a_batch_that_expires_as_it_is_drained_is_not_sent() -> None:
+    # The leader becomes reachable just as the batch's delivery.timeout.ms runs out: the loop drains it,
+    # the expiry scan fails it and gives its buffer back to the pool, and the request must not then carry
+    # it (its bytes may already belong to a new batch; the caller was told it failed).
+    rig = Rig(delivery_timeout_ms=1000)
+    rig.client.not_ready.add(1)
+    expired = rig.send(b"old", partition=0)
+    assert rig.step() == []
+    rig.clock.advance(500)
+    live = rig.send(b"new", partition=1)
+    rig.step(499)  # t=999
+    assert not expired.done()
+    rig.client.not_ready.clear()
+    req = rig.step_one(1)  # t=1000: both drained, the first one expired
+    assert isinstance(expired.exception(0), errors.DeliveryTimeoutError)
+    assert set(req.batches()) == {(T, 1)}
+    rig.client.respond_produce(req, offsets={(T, 1): 3})
+    rig.step()
+    assert live.result(0).offset == 3
+    assert rig.accumulator.pool.available_memory() == 1 << 22
+
+
+def test_idempotent_a_batch_expired_before_it_went_out_leaves_no_sequence_gap() -> None:
+    rig = Rig(idempotent=True, delivery_timeout_ms=1000)
+    _init_pid(rig)
+    rig.client.not_ready.add(1)
+    expired = rig.send(b"old")
+    rig.step(999)
+    rig.client.not_ready.clear()
+    assert rig.step(1) == []  # t=1000: drained with sequence 0, expired, not sent
+    assert isinstance(expired.exception(0), errors.DeliveryTimeoutError)
+    nxt = rig.send(b"next")
+    sent: list[FakeRequest] = []
+    for _ in range(5):  # an epoch bump (InitProducerId) may come first
+        for init in [r for r in rig.client.sent if r.api_key == ApiKey.INIT_PRODUCER_ID and not r.answered]:
+            rig.client.respond(init, {"throttle_time_ms": 0, "error_code": 0, "producer_id": 4242,
+                                      "producer_epoch": 4})
+        sent += rig.step(100)
+    assert len(sent) == 1
+    batch = sent[0].batches()[(T, 0)]
+    assert batch.base_sequence == 0  # the broker never saw sequence 0
+    rig.client.respond_produce(sent[0], offsets={(T, 0): 0})
+    rig.step()
+    assert nxt.result(0).offset == 0

@@ -294,6 +294,12 @@ class Sender:
 
     # ----------------------------------------------------------- produce path
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+        if any(b.final_state is not None for b in batches):
+            # Expired by this loop's scan after the drain (Java sends them anyway): the caller was told, and
+            # the buffer is back in the pool, where a new batch may already be writing into it.
+            batches = [b for b in batches if b.final_state is None]
+            if not batches:
+                return
         try:
             version = min(self.client.api_version(node, ApiKey.PRODUCE), _PRODUCE_MAX_VERSION_BY_NAME)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
