@@ -158,7 +158,7 @@ def plan_columns(
     kt = field_type(key_column)
     if kt is not None and not _text_or_bytes(kt):
         raise _wrong_type(str(key_column), kt, "string or binary")
-    tt = field_type(topic_column)
+    tt = field_type(topic_column) if topic is None else None  # a fixed topic overrides the column, unread
     if tt is not None and not _is_text(_unwrap(tt)):
         raise _wrong_type(str(topic_column), tt, "string")
     pt = field_type(partition_column)

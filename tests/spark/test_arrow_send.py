@@ -51,6 +51,14 @@ def test_wrong_column_type_is_named(column: str, arrow_type: pa.DataType, wanted
         plan_columns(pa.schema(list(fields.items())))
 
 
+def test_a_topic_option_overrides_a_topic_column_of_any_type() -> None:
+    # As Spark's Kafka sink: with the option set the column is neither read nor type-checked.
+    plan = plan_columns(pa.schema([("value", pa.binary()), ("topic", pa.int64())]), topic="t")
+    assert (plan.topic, plan.topic_column) == ("t", None)
+    with pytest.raises(InvalidRecordInputError, match="column 'topic' has type"):
+        plan_columns(pa.schema([("value", pa.binary()), ("topic", pa.int64())]))
+
+
 def test_no_topic_anywhere() -> None:
     with pytest.raises(InvalidRecordInputError, match="no topic: set the 'topic' option"):
         plan_columns(pa.schema([("value", pa.string())]))

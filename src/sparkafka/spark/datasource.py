@@ -27,8 +27,12 @@ SINK_COLUMNS = ("value", "key", "topic", "partition", "headers")
 
 
 def plan_spark_schema(schema: StructType, topic: str | None) -> ColumnPlan:
-    """Check a DataFrame schema against the Kafka sink contract (same rules as Arrow batches)."""
-    fields = [f for f in schema.fields if f.name in SINK_COLUMNS]
+    """Check a DataFrame schema against the Kafka sink contract (same rules as Arrow batches).
+
+    A ``topic`` option overrides the ``topic`` column, which is then not read nor type-checked (as in
+    Spark's Kafka sink)."""
+    fields = [f for f in schema.fields
+              if f.name in SINK_COLUMNS and not (topic is not None and f.name == "topic")]
     spark_types = {f.name: f.dataType.simpleString() for f in fields}
     try:
         arrow_schema = to_arrow_schema(StructType(fields))

@@ -6,7 +6,8 @@ Python worker. ``write_partition`` leases the process's cached producer for the 
 Arrow batch to ``send_planned`` (values checked per batch before any of its rows is sent), folds
 finished futures into a ``DeliveryReport`` as it goes so memory stays bounded, then ``flush()``es
 and waits for every record before returning. Any failed record fails the task (the producer is
-evicted and the first error is chained) so that Spark retries it; a retried task sends its whole
+evicted and the first error is chained) so that Spark retries it; once a failure is known the task
+stops reading its input, as Spark's Kafka sink does; a retried task sends its whole
 partition again, so records of a failed attempt that did reach Kafka appear twice: the guarantee is
 at-least-once. ``commit``/``abort`` run on the driver and log a ``WriteSummary``.
 """
@@ -82,8 +83,13 @@ def write_partition(options: SinkOptions, plan: ColumnPlan, batches: Iterator[pa
                     f"injected failure of task {partition_id} attempt {attempt} after {fail_after} records "
                     f"({FAIL_FIRST_ATTEMPT_OPTION})")
             rows += n
-            pending.append(send_planned(producer, plan, batch))
+            result = send_planned(producer, plan, batch)
+            pending.append(result)
             _drain(pending, report)
+            if report.failed or result.report.failed or (pending and pending[0].report.failed):
+                # A record already failed, so the task will fail: stop reading its input (as Spark's
+                # Kafka sink does) instead of waiting up to max.block.ms per batch while Kafka is away.
+                break
         producer.flush()
         while pending:
             report.merge(pending.popleft().wait())
