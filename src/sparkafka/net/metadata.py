@@ -182,7 +182,9 @@ class Metadata:
     def build_request_topics(self) -> list[str]:
         """Topic names for the next Metadata request (an empty list means brokers only)."""
         with self._cond:
-            for topic in self._used:
+            # A copy: callers add to _used without the lock (one C call each), and iterating the live set
+            # while one of them adds a new topic would raise "Set changed size during iteration".
+            for topic in tuple(self._used):
                 if topic not in self._topics:
                     self._new_topics.add(topic)
                     self._topics[topic] = -math.inf  # refreshed to now + idle on the next update
