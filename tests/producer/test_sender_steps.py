@@ -78,6 +78,7 @@ class FakeClient:
 
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
+        self.produce_version = PRODUCE_VERSION  # the broker's highest Produce version
         self.sent: list[FakeRequest] = []
         self.not_ready: set[int] = set()
         self.polls: list[float] = []
@@ -95,7 +96,7 @@ class FakeClient:
 
     def api_version(self, node: int, api_key: int) -> int:
         assert api_key == ApiKey.PRODUCE
-        return PRODUCE_VERSION
+        return self.produce_version
 
     def least_loaded_node(self, now: float) -> int | None:
         return 1
@@ -187,7 +188,7 @@ class Rig:
                  linger_ms: float = 0, batch_size: int = 16384, retry_backoff_ms: int = 100,
                  delivery_timeout_ms: int = 120_000, retries: int = 10, max_request_size: int = 1_048_576,
                  in_order: bool = False, idempotent: bool = False, compression: CompressionType = CompressionType.NONE,
-                 acks: int = -1) -> None:
+                 acks: int = -1, transactional_id: str | None = None) -> None:
         self.clock = ManualClock()
         self.cluster = FakeCluster(leaders if leaders is not None else {(T, p): 1 for p in range(partitions)})
         self.tm = TransactionManager(None, 60_000, retry_backoff_ms) if idempotent else None
@@ -206,7 +207,7 @@ class Rig:
             accumulator=self.accumulator, transaction_manager=self.tm, clock=self.clock, metrics=self.metrics,
             acks=acks, retries=retries, max_request_size=max_request_size, request_timeout_ms=30_000,
             delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
-            guarantee_message_order=in_order,
+            guarantee_message_order=in_order, transactional_id=transactional_id,
         )
 
     def send(self, value: bytes, partition: int = 0, callback: Any = None, topic: str = T) -> FutureRecordMetadata:
@@ -596,6 +597,18 @@ def _init_pid(rig: Rig, pid: int = 4242, epoch: int = 3) -> None:
                                  "producer_epoch": epoch})
     rig.step()
     assert rig.tm is not None and rig.tm.has_producer_id()
+
+
+@pytest.mark.parametrize(("transactional_id", "version"), [(None, 12), ("tx", 11)])
+def test_produce_version_against_a_broker_that_offers_13(transactional_id: str | None, version: int) -> None:
+    # v13 names topics by id; Produce 12 announces transactions v2 (KIP-890), which a transactional producer
+    # does not speak: Java's cap without transaction.version 2 is 11.
+    rig = Rig(transactional_id=transactional_id)
+    rig.client.produce_version = 13
+    rig.send(b"a")
+    req = rig.step_one()
+    assert req.version == version
+    assert req.produce()["transactional_id"] == transactional_id
 
 
 def test_idempotent_batches_carry_producer_id_and_sequences() -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._clock import Clock
 from .._types import TopicPartition
-from ..protocol.messages import ApiKey
+from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
 from ..protocol.produce import encode_produce_request_parts
 from ..record.builder import RECORD_BATCH_OVERHEAD
 from .transaction_manager import TransactionManager, TxnRequest
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sparkafka.producer")
 
-_PRODUCE_MAX_VERSION_BY_NAME = 12  # v13 addresses topics by id
 _MAX_FULL_ROUNDS = 5  # requests per node in one loop while full batches are queued (max.in.flight bounds it)
 _MAX_POLL_MS = 1000.0  # never sleep longer: expiry and transactional timers are re-checked at least this often
 
@@ -89,6 +88,9 @@ class Sender:
         self.retry_backoff_ms = retry_backoff_ms
         self.guarantee_message_order = guarantee_message_order
         self.transactional_id = transactional_id
+        # v13 addresses topics by id (unknown here); a transactional producer speaks transactions v1 (messages.py)
+        self._produce_max_version = (PRODUCE_MAX_VERSION_WITH_NAMES if transactional_id is None
+                                     else PRODUCE_MAX_VERSION_TRANSACTIONS_V1)
         self.running = True
         self.force_close = False
         self.in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
@@ -301,7 +303,7 @@ class Sender:
             if not batches:
                 return
         try:
-            version = min(self.client.api_version(node, ApiKey.PRODUCE), _PRODUCE_MAX_VERSION_BY_NAME)
+            version = min(self.client.api_version(node, ApiKey.PRODUCE), self._produce_max_version)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
             for b in batches:
                 self._remove_in_flight(b)
