@@ -25,7 +25,10 @@ calls after a fatal error re-raise that error (``ProducerFencedError`` when fenc
 transactional requests (InitProducerId, AddPartitionsToTxn, EndTxn; FindCoordinator when the
 coordinator is unknown); the Sender sends them one at a time, lowest priority value first, before any
 produce data, and hands the responses to the request's handler here. EndTxn waits until every batch is
-complete. Each user call waits on a ``TransactionalRequestResult``.
+complete. Each user call waits on a ``TransactionalRequestResult``; a call repeated after its wait timed
+out gets the same result back (as Java). A transaction whose batch failed, or whose EndTxn got
+UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_ID_MAPPING, is re-initialized after its abort (a new epoch, sequences
+from 0). Transactions follow protocol v1 (EndTxn up to v4, ``protocol.messages``).
 
 Locking: the Sender thread and user threads share ``self.lock`` (re-entrant); every public method
 takes it.
@@ -112,12 +115,15 @@ def fenced_error(detail: str = "") -> errors.ProducerFencedError:
 
 
 class TransactionalRequestResult:
-    """What a user call (init/commit/abort) waits on."""
+    """What a user call (init/commit/abort) waits on. After a ``wait`` timed out, a repeated call of the
+    same operation gets this result back until a ``wait`` sees it complete (``acked``, Java ``isAcked``)."""
 
     def __init__(self, operation: str) -> None:
         self.operation = operation
         self._event = threading.Event()
         self.error: BaseException | None = None
+        self.acked = False
+        self.timed_out = False
 
     def done(self, error: BaseException | None = None) -> None:
         if not self._event.is_set():
@@ -127,10 +133,16 @@ class TransactionalRequestResult:
     def is_done(self) -> bool:
         return self._event.is_set()
 
+    def awaits_retry(self) -> bool:
+        """Not complete yet, or completed after the caller's wait timed out and not waited on since."""
+        return not self._event.is_set() or (self.timed_out and not self.acked)
+
     def wait(self, timeout_s: float | None) -> None:
         if not self._event.wait(timeout_s):
+            self.timed_out = True
             raise errors.KafkaTimeoutError(
                 f"{self.operation}() did not complete within {timeout_s} s; call it again to keep waiting")
+        self.acked = True
         if self.error is not None:
             raise self.error.with_traceback(None)
 
@@ -570,8 +582,12 @@ class TransactionManager:
             elif self.is_transactional:
                 # INVALID_PRODUCER_EPOCH on a Produce is abortable, as in Java (KIP-588: e.g. the coordinator
                 # aborted the transaction on its timeout); the abort then re-initializes (a new epoch).
+                # Any other batch that had a sequence and failed leaves a gap in its partition's sequences:
+                # Java requires an epoch bump for it too (maybeTransitionToErrorState), else the partition's
+                # next batch would be refused as OUT_OF_ORDER_SEQUENCE_NUMBER.
                 if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID,
-                            errors.INVALID_PRODUCER_EPOCH) or isinstance(exc, errors.DeliveryTimeoutError):
+                            errors.INVALID_PRODUCER_EPOCH) or isinstance(exc, errors.DeliveryTimeoutError) \
+                        or batch.has_sequence():
                     self._bump_required = True
                 self.transition_to_abortable(exc)
             was_in_flight = self._remove_in_flight(batch)
@@ -620,10 +636,10 @@ class TransactionManager:
     def initialize_transactions(self) -> TransactionalRequestResult:
         with self.lock:
             self._require_transactional("init_transactions")
-            self._raise_if_fatal()
             pending = self._pending_result
-            if pending is not None and pending.operation == "init_transactions" and not pending.is_done():
-                return pending
+            if pending is not None and pending.operation == "init_transactions" and pending.awaits_retry():
+                return pending  # called again after a time-out: the same result, done or not (as Java)
+            self._raise_if_fatal()
             if self.state is not TxnState.UNINITIALIZED:
                 raise errors.IllegalStateError(
                     f"init_transactions() called in state {self.state.value}; it may be called only once")
@@ -679,6 +695,7 @@ class TransactionManager:
                     f"begin_transaction() called in state {self.state.value}; it needs state READY "
                     "(after init_transactions(), and after the previous transaction ended)")
             self._transition(TxnState.IN_TRANSACTION)
+            self._pending_result = None  # a timed-out call that completed meanwhile is not returned again
 
     def check_send_allowed(self) -> None:
         """Raise if a send is not legal now (outside a transaction, after an error)."""
@@ -716,10 +733,11 @@ class TransactionManager:
         op = "commit_transaction" if commit else "abort_transaction"
         with self.lock:
             self._require_transactional(op)
-            self._raise_if_fatal()
             pending = self._pending_result
-            if pending is not None and pending.operation == op and not pending.is_done():
-                return pending
+            if pending is not None and pending.operation == op and pending.awaits_retry():
+                return pending  # called again after a time-out: the same result, done or not (as Java)
+            self._raise_if_fatal()
+            pid_unknown = getattr(self.last_error, "code", None) == _INVALID_PRODUCER_ID_MAPPING
             if commit:
                 if self.state is TxnState.ABORTABLE_ERROR:
                     raise errors.TransactionError(
@@ -736,13 +754,34 @@ class TransactionManager:
                         f"abort_transaction() called in state {self.state.value}: no transaction in progress")
                 self._transition(TxnState.ABORTING_TRANSACTION)
                 self._new_partitions.clear()
+                self._drop_queued_commit()
             result = TransactionalRequestResult(op)
             self._pending_result = result
+            if not commit and pid_unknown:
+                # as Java: the coordinator no longer knows our producer id and would refuse EndTxn; a new
+                # InitProducerId aborts the transaction on the coordinator and gives a new epoch
+                self._bump_required = True
+                self._txn_partitions.clear()
+                self._pending_partitions.clear()
+                self._enqueue(self._init_txn_request(result))
+                return result
             self._enqueue(self._end_txn_request(commit, result))
             return result
 
+    def _drop_queued_commit(self) -> None:
+        """An abort replaces a commit still queued (it timed out for the user, then the transaction failed):
+        that EndTxn(commit) must never go out, and the commit's result fails."""
+        for req in [r for r in self._pending if r.api_key == API_END_TXN and r.body.get("committed")]:
+            self._pending.remove(req)
+            if req.result is not None:
+                req.result.done(errors.TransactionError(
+                    f"the transaction was aborted instead of committed ({self.last_error!r})"))
+
     def _transaction_started(self) -> bool:
-        return bool(self._txn_partitions or self._pending_partitions or self._new_partitions)
+        """A partition was added on the coordinator (Java ``transactionStarted``). When EndTxn is next, the
+        new and pending partitions are only those of AddPartitionsToTxn requests dropped after an abortable
+        error (never added): an EndTxn for them would be answered INVALID_TXN_STATE."""
+        return bool(self._txn_partitions)
 
     def _complete_transaction(self, result: TransactionalRequestResult) -> None:
         self._txn_partitions.clear()
@@ -766,8 +805,6 @@ class TransactionManager:
                 return
             code = int(resp.get("error_code", 0))
             if code == 0:
-                if int(resp.get("producer_epoch", -1)) >= 0:  # v5+: the epoch is bumped per transaction
-                    self.epoch = int(resp["producer_epoch"])
                 self._complete_transaction(result)
             elif code in _FIND_AGAIN:
                 self._lookup_coordinator_and_retry(req)
@@ -776,6 +813,18 @@ class TransactionManager:
                 self._retry(req)
             elif code in _FENCED:
                 self.transition_to_fatal(fenced_error("EndTxn"))
+            elif code in (errors.UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING, _TRANSACTION_ABORTABLE):
+                # abortable, as Java's EndTxnHandler (the first two with a new epoch after the abort)
+                failure = errors.error_for_code(code, "EndTxn")
+                if code != _TRANSACTION_ABORTABLE:
+                    self._bump_required = True
+                if self.state is TxnState.ABORTING_TRANSACTION:
+                    # the abort itself: InitProducerId aborts whatever the coordinator still holds
+                    self._bump_required = True
+                    self._complete_transaction(result)
+                else:
+                    self.transition_to_abortable(failure)
+                    result.done(failure)
             else:
                 self.transition_to_fatal(errors.error_for_code(code, "EndTxn"))
 

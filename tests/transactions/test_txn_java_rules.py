@@ -1,0 +1,274 @@
+"""The transactional state machine and sequence handling against Java's ``TransactionManager``.
+
+How it works: the unit tests drive a ``TransactionManager`` by hand (its requests taken with
+``next_request`` and answered through their handlers); the others run a transactional ``KafkaProducer``
+against the librdkafka mock cluster with injected errors and read the partition log back (``raw_log``).
+Covered: the sequences of a partition after a batch failed in an aborted transaction, EndTxn answers
+that only make the transaction abortable, a commit or init called again after its wait timed out, an
+abort after a timed-out commit, an abort when no partition was ever added, and EndTxn capped at v4.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sparkafka import errors
+from sparkafka.producer.producer import KafkaProducer
+from sparkafka.producer.producer_batch import ProducerBatch
+from sparkafka.producer.transaction_manager import TransactionManager, TxnState
+from sparkafka.protocol.messages import ApiKey as Api
+from sparkafka.protocol.versions import ApiVersionsTable
+from sparkafka.record import RecordBatchBuilder
+from support.mock_cluster import ApiKey, MockCluster
+from transactions.raw_log import committed_view, control_markers, read_log
+
+pytestmark = [pytest.mark.timeout(120)]
+
+
+# ----------------------------------------------------------------------------- helpers (no broker)
+def _ready() -> TransactionManager:
+    tm = TransactionManager("tx", 60_000)
+    result = tm.initialize_transactions()
+    find = tm.next_request(False)
+    assert find is not None and find.is_find_coordinator
+    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    init = tm.next_request(False)
+    assert init is not None and init.name == "InitProducerId"
+    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
+    assert result.is_done() and result.error is None
+    return tm
+
+
+def _add(tm: TransactionManager, tp: tuple[str, int]) -> None:
+    tm.maybe_add_partition(tp)
+    add = tm.next_request(False)
+    assert add is not None and add.name == "AddPartitionsToTxn"
+    add.handler({"results_by_topic_v3_and_below": [
+        {"name": tp[0], "results_by_partition": [{"partition_index": tp[1], "partition_error_code": 0}]}]}, None)
+    assert tm.is_partition_added(tp)
+
+
+def _batch(tp: tuple[str, int]) -> ProducerBatch:
+    b = ProducerBatch(tp, RecordBatchBuilder(bytearray(1024), 1024), 1000.0, bytearray(0), False)
+    assert b.try_append(1, b"k", b"v", None, None, 1000.0) is not None
+    b.close()
+    return b
+
+
+# ----------------------------------------------------------------------------- without a broker
+def test_abort_after_a_timed_out_commit_never_sends_the_commit() -> None:
+    """commit_transaction() timed out while a batch was in flight, the batch then failed (abortable) and
+    the user called abort_transaction(). Java refuses that abort until the commit is retried, and the
+    retried commit fails; it never commits. The queued EndTxn(commit) must not go out before the abort's."""
+    tm = _ready()
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    commit = tm.begin_commit()
+    assert tm.next_request(True) is None  # EndTxn waits for the batch in flight
+    with pytest.raises(errors.KafkaTimeoutError):
+        commit.wait(0)
+    tm.transition_to_abortable(errors.error_for_code(87, "the batch failed"))  # the in-flight batch failed
+    abort = tm.begin_abort()
+    end = tm.next_request(False)
+    assert end is not None and end.name == "EndTxn"
+    assert end.body["committed"] is False
+    end.handler({"error_code": 0}, None)
+    assert abort.is_done() and abort.error is None and tm.state is TxnState.READY
+    assert commit.is_done() and commit.error is not None  # the commit the user gave up on failed
+
+
+def test_commit_called_again_after_its_timeout_returns_once_the_commit_completed() -> None:
+    """Java: a commitTransaction() that timed out may be called again; if the commit finished meanwhile
+    the cached result is returned (success), not an IllegalStateException."""
+    tm = _ready()
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    commit = tm.begin_commit()
+    with pytest.raises(errors.KafkaTimeoutError):
+        commit.wait(0)
+    end = tm.next_request(False)
+    assert end is not None and end.name == "EndTxn"
+    end.handler({"error_code": 0}, None)  # completes in the background
+    again = tm.begin_commit()
+    again.wait(0)  # no error: the transaction was committed
+    tm.begin_transaction()  # and the next one can begin
+
+
+def test_init_transactions_called_again_after_its_timeout_returns_once_it_completed() -> None:
+    tm = TransactionManager("tx", 60_000)
+    first = tm.initialize_transactions()
+    with pytest.raises(errors.KafkaTimeoutError):
+        first.wait(0)
+    find = tm.next_request(False)
+    assert find is not None
+    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    init = tm.next_request(False)
+    assert init is not None
+    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
+    tm.initialize_transactions().wait(0)  # Java returns the completed result
+    with pytest.raises(errors.IllegalStateError):  # but a third, fresh call is illegal
+        tm.initialize_transactions()
+
+
+def test_end_txn_is_negotiated_at_most_at_v4() -> None:
+    """EndTxn v5 announces transactions v2 (KIP-890: the coordinator bumps the epoch at every EndTxn), which
+    this client does not speak; against a Kafka 4 broker that offers v5 it must pick v4, as Java does on a
+    cluster without transaction.version 2."""
+    table = ApiVersionsTable({Api.END_TXN: (0, 5), Api.PRODUCE: (3, 13)})
+    assert table.pick_version(Api.END_TXN) == 4
+
+
+# 49: INVALID_PRODUCER_ID_MAPPING, 120: TRANSACTION_ABORTABLE
+@pytest.mark.parametrize("code", [errors.UNKNOWN_PRODUCER_ID, 49, 120])
+def test_end_txn_errors_that_java_treats_as_abortable(code: int) -> None:
+    tm = _ready()
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    commit = tm.begin_commit()
+    end = tm.next_request(False)
+    assert end is not None
+    end.handler({"error_code": code}, None)
+    assert tm.has_abortable_error() and not tm.has_fatal_error()
+    with pytest.raises(errors.KafkaError):
+        commit.wait(0)
+    abort = tm.begin_abort()
+    req = tm.next_request(False)
+    if code == 49:
+        # Java: the coordinator no longer knows the id: skip EndTxn, go straight to InitProducerId
+        assert req is not None and req.name == "InitProducerId"
+    else:
+        assert req is not None and req.name == "EndTxn" and req.body["committed"] is False
+        req.handler({"error_code": 0}, None)
+        req = tm.next_request(False)
+        if code == errors.UNKNOWN_PRODUCER_ID:  # Java: epoch bump after the abort
+            assert req is not None and req.name == "InitProducerId"
+    if req is not None:
+        req.handler({"error_code": 0, "producer_id": 9, "producer_epoch": 0}, None)
+    assert abort.is_done() and abort.error is None and tm.state is TxnState.READY
+
+
+def test_abort_sends_no_end_txn_when_no_partition_was_added() -> None:
+    """AddPartitionsToTxn kept being retried (coordinator loading) until the waiting batch expired: the
+    transaction is abortable and nothing was added on the coordinator. Java skips EndTxn then (its
+    ``transactionStarted`` is false); an EndTxn(abort) for an empty transaction is answered
+    INVALID_TXN_STATE, which is fatal."""
+    tm = _ready()
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    add = tm.next_request(False)
+    assert add is not None and add.name == "AddPartitionsToTxn"
+    add.handler({"results_by_topic_v3_and_below": [
+        {"name": "t", "results_by_partition": [{"partition_index": 0, "partition_error_code": 14}]}]}, None)
+    tm.transition_to_abortable(errors.DeliveryTimeoutError("the batch waiting for the partition expired"))
+    assert tm.next_request(True) is None  # the retry is dropped: the transaction is doomed
+    abort = tm.begin_abort()
+    assert tm.next_request(False) is None  # nothing to end on the coordinator
+    assert abort.is_done() and abort.error is None and tm.state is TxnState.READY
+
+
+# ----------------------------------------------------------------------------- mock cluster
+@pytest.fixture
+def topic(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> str:
+    name = unique_topic("s8")
+    mock_cluster.create_topic(name, partitions=3, replication=3)
+    return name
+
+
+@pytest.fixture
+def producer(mock_cluster: MockCluster, topic: str) -> Iterator[KafkaProducer]:
+    p = KafkaProducer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
+                       "linger.ms": 5, "retry.backoff.ms": 20, "max.block.ms": 20_000})
+    yield p
+    p.close(timeout=5)
+
+
+def _values(mock_cluster: MockCluster, topic: str) -> list[bytes]:
+    return sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic)))
+
+
+def test_a_partition_whose_batch_failed_works_in_the_next_transaction(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """Java: a failed batch makes the transaction abortable and requires an epoch bump (or adjusts the
+    sequences), so after the abort the partition's next batch is accepted. Without that its sequence
+    leaves a gap where the failed batch was and the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"a", partition=0).get(10)
+    mock_cluster.push_partition_request_errors(topic, 0, ApiKey.PRODUCE, [87])  # INVALID_RECORD
+    failed = producer.send(topic, b"b", partition=0)
+    assert isinstance(failed.exception(10), errors.error_class_for_code(87))
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(topic, b"c", partition=0).get(10)
+    producer.commit_transaction()
+    assert _values(mock_cluster, topic) == [b"c"]
+
+
+def test_end_txn_unknown_producer_id_is_abortable_and_the_producer_goes_on(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """Java EndTxnHandler: UNKNOWN_PRODUCER_ID makes the transaction abortable (epoch bump), not fatal."""
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"a", partition=0).get(10)
+    mock_cluster.push_request_errors(ApiKey.END_TXN, [errors.UNKNOWN_PRODUCER_ID])
+    with pytest.raises(errors.KafkaError) as failed:
+        producer.commit_transaction()
+    assert not isinstance(failed.value, errors.ProducerFencedError)
+    producer.abort_transaction()
+    producer.begin_transaction()
+    producer.send(topic, b"b", partition=1).get(10)
+    producer.commit_transaction()
+    assert _values(mock_cluster, topic) == [b"b"]
+    assert [k for _, _, k in control_markers(read_log(mock_cluster.bootstrap_servers, topic))].count("ABORT") >= 1
+
+
+def test_abort_after_a_timed_out_commit_aborts_on_the_broker(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """End to end: commit_transaction() times out while batches are on the wire, one of them fails (the
+    transaction must be aborted) while another is still in flight, and the user calls abort_transaction().
+    The records written must never be committed."""
+    topic = topic + "-pinned"  # a topic the producer has no metadata for yet: it sees the leaders set here
+    mock_cluster.create_topic(topic, partitions=3, replication=3)
+    mock_cluster.partition_set_leader(topic, 0, 1)
+    mock_cluster.partition_set_leader(topic, 1, 2)
+    mock_cluster.partition_set_leader(topic, 2, 3)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"written", partition=1).get(10)
+    mock_cluster.push_broker_request_errors(3, ApiKey.PRODUCE, [(0, 3000)])  # accepted, answered after 3 s
+    mock_cluster.push_broker_request_errors(1, ApiKey.PRODUCE, [(87, 600)])  # INVALID_RECORD after 0.6 s
+    slow = producer.send(topic, b"slow", partition=2)
+    failed = producer.send(topic, b"refused", partition=0)
+    with pytest.raises(errors.KafkaTimeoutError):
+        producer.commit_transaction(timeout=0.2)
+    assert isinstance(failed.exception(10), errors.error_class_for_code(87))
+    assert not slow.done()
+    producer.abort_transaction(timeout=10)
+    kinds = [k for _, _, k in control_markers(read_log(mock_cluster.bootstrap_servers, topic))]
+    assert "COMMIT" not in kinds and "ABORT" in kinds
+    assert _values(mock_cluster, topic) == []
+    producer.begin_transaction()
+    producer.send(topic, b"next", partition=1)
+    producer.commit_transaction()
+    assert _values(mock_cluster, topic) == [b"next"]
+
+
+def test_commit_retried_after_a_timeout_succeeds_once_the_commit_completed(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"a", partition=0).get(10)
+    mock_cluster.broker_set_rtt(-1, 300)
+    with pytest.raises(errors.KafkaTimeoutError):
+        producer.commit_transaction(timeout=0.01)
+    tm = producer._tm
+    assert tm is not None
+    deadline = time.monotonic() + 10
+    while tm.state is not TxnState.READY and time.monotonic() < deadline:  # the commit completes meanwhile
+        time.sleep(0.02)
+    mock_cluster.broker_set_rtt(-1, 0)
+    producer.commit_transaction()  # Java: returns the completed commit's result
+    assert _values(mock_cluster, topic) == [b"a"]
