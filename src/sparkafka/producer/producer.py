@@ -206,9 +206,9 @@ class KafkaProducer:
         value_size = -1 if value is None else len(value)
         if key_size + value_size + 258 >= self._record_limit or headers:  # 258: 256 + the two -1s
             self._check_record_size(topic, key, value, headers)
-        if timestamp is not None and (type(timestamp) is not int or timestamp < 0):
+        if timestamp is not None and (type(timestamp) is not int or not 0 <= timestamp <= 0x7FFFFFFFFFFFFFFF):
             raise errors.InvalidRecordInputError(
-                f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
+                f"timestamp must be an int of milliseconds from 0 to 2**63-1 (a Java long), got {timestamp!r}")
         # Metadata.fetch() and Cluster.partition_count() read, as two plain attribute reads (two Python
         # calls less per record; tests/producer/test_send_path.py pins the equivalence)
         snapshot = self._metadata._cluster
