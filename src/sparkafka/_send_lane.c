@@ -340,7 +340,8 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
     }
     PyObject *topic = a[0], *value = a[1], *key = a[2], *callback = a[6];
     if (topic == NULL || !PyUnicode_CheckExact(topic) || a[3] != Py_None || a[4] != Py_None || a[5] != Py_None
-        || (key != Py_None && !PyBytes_CheckExact(key)) || (value != Py_None && !PyBytes_CheckExact(value)))
+        || (key != Py_None && !PyBytes_CheckExact(key)) || (value != Py_None && !PyBytes_CheckExact(value))
+        || (callback != Py_None && !PyCallable_Check(callback))) /* send() raises for a bad callback */
         return lane_hand_over(lane, args, nargsf, kwnames);
     Py_ssize_t key_len = key == Py_None ? -1 : PyBytes_GET_SIZE(key);
     Py_ssize_t value_len = value == Py_None ? -1 : PyBytes_GET_SIZE(value);

@@ -219,6 +219,17 @@ _JAVA_ONLY: dict[str, str] = {
 }
 """Java producer keys sparkafka deliberately rejects, with what to use instead."""
 
+_JAVA_ONLY_FAMILIES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("metrics.", "metric."), "Java's metrics settings are not implemented; producer.metrics() has no settings"),
+    (("sasl.kerberos.",), "GSSAPI (Kerberos) is not supported"),
+    (("sasl.login.",), "Java login modules are not supported; use sasl.username and sasl.password (PLAIN, "
+                       "SCRAM) or sasl.oauthbearer.token.provider"),
+    (("sasl.oauthbearer.",), "use sasl.oauthbearer.token.provider (a callable returning the token)"),
+    (("ssl.keymanager.", "ssl.trustmanager.", "ssl.provider", "ssl.secure.random.", "security.providers"),
+     "build an ssl.SSLContext and pass it as ssl.context"),
+)
+"""Families of Java client keys (by prefix) sparkafka rejects, with what to use instead."""
+
 _CLIENT_ID_SEQUENCE = itertools.count(1)
 _ROUND_ROBIN_NAMES = frozenset({
     "round_robin", "roundrobin", "round-robin", "roundrobinpartitioner",
@@ -417,6 +428,9 @@ def canonical_key(name: str) -> str:
         return dotted
     if dotted in _JAVA_ONLY:
         raise ConfigError(f"config {dotted!r} is not supported by sparkafka: {_JAVA_ONLY[dotted]}", dotted)
+    for prefixes, instead in _JAVA_ONLY_FAMILIES:
+        if dotted.startswith(prefixes):
+            raise ConfigError(f"config {dotted!r} is not supported by sparkafka: {instead}", dotted)
     close = difflib.get_close_matches(dotted, list(KEYS_BY_NAME), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown config {name!r}{hint}", name)

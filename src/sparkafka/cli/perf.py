@@ -4,7 +4,8 @@ How it works: ``--threads`` threads share one ``KafkaProducer`` and each sends i
 ``--num-records`` records (a fixed payload of ``--record-size`` random letters, or payloads from
 ``--payload-file``; keys of ``--key-size`` bytes from a pool of 65,536 distinct keys, or none).
 ``--throughput`` caps the rate (records/s over all threads, -1 = no cap). Without
-``--bootstrap-servers`` an embedded Tansu broker runs for the test and the topic is created.
+``--bootstrap-servers`` (or ``bootstrap.servers`` in the producer settings) an embedded Tansu broker
+runs for the test and the topic is created.
 
 Measuring stays cheap: every record gets the same counting callback (no allocation per record);
 every ``--latency-sample-every``-th record instead gets a sampling callback (one small slotted
@@ -73,7 +74,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--producer-config", metavar="PATH", help="a .properties file of producer settings")
     parser.add_argument("--threads", type=int, default=1, help="sending threads sharing the producer")
     parser.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
-                        help="Kafka brokers; default: start an embedded Tansu broker for the test")
+                        help="Kafka brokers; default: bootstrap.servers from the producer settings, else "
+                             "start an embedded Tansu broker for the test")
     parser.add_argument("--partitions", type=int, default=None,
                         help="create the topic with this many partitions if missing (default: "
                              f"{DEFAULT_PARTITIONS} with the embedded broker, no creation otherwise)")
@@ -427,13 +429,22 @@ def run_perf(producer: Any, options: PerfOptions,
         if t == 1:
             _send_share(producer, options, stats, keys, payloads, 0, n, started)
         else:
-            workers = [threading.Thread(target=_send_share, name=f"sparkafka-perf-{i}",
-                                        args=(producer, options, stats, keys, payloads, bounds[i],
-                                              bounds[i + 1], started)) for i in range(t)]
+            failures: list[BaseException] = []
+
+            def share(start: int, end: int) -> None:
+                try:
+                    _send_share(producer, options, stats, keys, payloads, start, end, started)
+                except BaseException as exc:  # re-raised in the calling thread below
+                    failures.append(exc)
+
+            workers = [threading.Thread(target=share, name=f"sparkafka-perf-{i}", args=(bounds[i], bounds[i + 1]))
+                       for i in range(t)]
             for w in workers:
                 w.start()
             for w in workers:
                 w.join()
+            if failures:
+                raise failures[0]
         send_done = time.perf_counter()
         producer.flush()
         finished = time.perf_counter()
@@ -504,12 +515,13 @@ def run(args: argparse.Namespace) -> int:
     emit = _printer(args.json, sys.stdout)
     try:
         options = options_from_args(args)
-        with _bootstrap(args.bootstrap_servers) as (servers, embedded):
+        config: dict[str, Any] = dict(options.producer_config)
+        from_props = _pop_bootstrap_servers(config)
+        with _bootstrap(args.bootstrap_servers or from_props) as (servers, embedded):
             partitions = args.partitions if args.partitions is not None else (
                 DEFAULT_PARTITIONS if embedded else None)
             if partitions is not None:
                 _create_topic(servers, options.topic, partitions)
-            config: dict[str, Any] = dict(options.producer_config)
             config["bootstrap.servers"] = servers
             producer = KafkaProducer(config)
             try:
@@ -522,6 +534,17 @@ def run(args: argparse.Namespace) -> int:
         return 2 if isinstance(exc, ConfigError) else 1
     emit(result.to_dict(), result.line())
     return 1 if result.errors else 0
+
+
+def _pop_bootstrap_servers(config: dict[str, Any]) -> str | None:
+    """Remove ``bootstrap.servers`` (any spelling) from --producer-props / --producer-config and return it:
+    it names the brokers to test when --bootstrap-servers is not given (--bootstrap-servers wins)."""
+    found: str | None = None
+    for name in list(config):
+        if name.strip().replace("_", ".") == "bootstrap.servers":
+            value = str(config.pop(name)).strip()
+            found = value or found
+    return found
 
 
 def _create_topic(servers: str, topic: str, partitions: int) -> None:

@@ -190,6 +190,9 @@ class KafkaProducer:
         or when metadata/memory are not available within ``max.block.ms``."""
         if self._closing:
             raise self._closed_error()
+        if callback is not None and not callable(callback):
+            raise errors.InvalidRecordInputError(
+                f"callback must be a callable (metadata, exception) or None, got {type(callback).__name__}")
         ks = self._key_ser
         if ks is not None:
             key = serialize(ks, topic, "key", key)
@@ -362,6 +365,8 @@ class KafkaProducer:
         """Send what is buffered and stop the I/O thread, waiting at most ``timeout`` seconds
         (None = until done). Records still pending at the timeout fail with ProducerClosedError.
         Called from a callback, it closes at once without waiting."""
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"close() timeout must be >= 0 seconds or None, got {timeout!r}")
         if self._forked_from is not None:
             self._set_closing()
             self._closed = True
