@@ -262,7 +262,8 @@ def _check_rows(producer: ProducerLike | None, plan: ColumnPlan,
     if plan.headers is not None:
         col = batch.column(plan.headers)
         flat = col.flatten()
-        keys = flat.field(flat.type.get_field_index("key"))
+        # decoded: a dictionary's null_count misses null entries of its dictionary
+        keys = _plain(flat.field(flat.type.get_field_index("key")))
         if len(flat) and (flat.null_count or keys.null_count):
             raise InvalidRecordInputError(
                 f"column {plan.headers!r} has a header with a null key; header keys must be strings")
@@ -498,7 +499,7 @@ def _fold_one(report: DeliveryReport, result: ProduceRequestResult, index: int) 
 def send_arrow(
     producer: ProducerLike,
     topic: str | None,
-    batch: pa.RecordBatch,
+    batch: pa.RecordBatch | pa.Table,
     *,
     value_column: str = "value",
     key_column: str | None = "key",
@@ -506,7 +507,8 @@ def send_arrow(
     partition_column: str | None = "partition",
     headers_column: str | None = "headers",
 ) -> ArrowSendResult:
-    """Send every row of ``batch`` through the producer's bulk path and return a completion handle.
+    """Send every row of ``batch`` (a record batch, or a table: its chunks are joined) through the
+    producer's bulk path and return a completion handle.
 
     ``topic`` (if not None) overrides the topic column. Column types and then the batch's values
     are checked before the first record is submitted. Errors before any row was appended (closed
@@ -514,14 +516,27 @@ def send_arrow(
     rows were appended, rows that could not be (memory not available within ``max.block.ms``, the
     producer closed meanwhile) are counted as failed in the report with that error.
     """
+    batch = _one_batch(batch)
     plan = plan_columns(batch.schema, topic=topic, value_column=value_column, key_column=key_column,
                         topic_column=topic_column, partition_column=partition_column,
                         headers_column=headers_column)
     return send_planned(producer, plan, batch)
 
 
-def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch) -> ArrowSendResult:
+def _one_batch(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+    """A ``pa.Table`` (chunked columns) as one record batch; a record batch as it is."""
+    if isinstance(batch, pa.RecordBatch):
+        return batch
+    if isinstance(batch, pa.Table):
+        return pa.RecordBatch.from_arrays(
+            [c.chunk(0) if c.num_chunks == 1 else pa.concat_arrays(c.chunks) if c.num_chunks
+             else pa.array([], c.type) for c in batch.columns], schema=batch.schema)
+    raise InvalidRecordInputError(f"send_arrow needs a pyarrow RecordBatch or Table, got {type(batch).__name__}")
+
+
+def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch | pa.Table) -> ArrowSendResult:
     """``send_arrow`` with a plan already made by ``plan_columns`` (for many batches of one schema)."""
+    batch = _one_batch(batch)
     if batch.num_rows == 0:
         return ArrowSendResult()
     single, per_row = _check_rows(producer, plan, batch)
