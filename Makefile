@@ -11,7 +11,7 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-EXTRAS ?= spark,broker,security
+EXTRAS ?= spark,broker
 PYTEST_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 

@@ -2,9 +2,11 @@
 
 How it works: ``backoff(attempts)`` is ``initial * base**min(attempts, exp_max)`` scaled by a random factor
 drawn uniformly from ``[1 - jitter, 1 + jitter]`` and capped at ``max_ms``; ``exp_max`` is the exponent at
-which the cap is reached. When ``max_ms <= initial_ms`` the value is always ``initial_ms`` (no growth, no
-jitter). Used for reconnects (reconnect.backoff.ms/.max.ms), connection setup timeouts and metadata
-refresh retries. The random source is injectable so tests are deterministic.
+which the cap is reached. As in Java, the first interval is ``min(initial_ms, max_ms)``, so when
+``max_ms <= initial_ms`` the value is always ``max_ms`` (no growth, no jitter): e.g. retry.backoff.ms=2000
+with the default retry.backoff.max.ms=1000 waits 1000 ms. Used for reconnects (reconnect.backoff.ms/.max.ms),
+connection setup timeouts, metadata refresh retries and produce retries. The random source is injectable
+so tests are deterministic.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ class ExponentialBackoff:
             raise ValueError(f"multiplier must be > 1, got {multiplier}")
         if not 0.0 <= jitter < 1.0:
             raise ValueError(f"jitter must be in [0, 1), got {jitter}")
-        self._initial = float(initial_ms)
         self._max = float(max_ms)
+        self._initial = min(float(initial_ms), self._max)  # Java: min(max, initial)
         self._multiplier = multiplier
         self._jitter = jitter
         self._random = rng if rng is not None else random.Random()

@@ -14,19 +14,24 @@ puts first in every connection's AUTHENTICATING phase. Each run creates one ``_E
    the same connection at a random 85-95% of the lifetime; the network client runs this step again
    between requests once the connection has nothing in flight.
 
-Mechanisms: PLAIN sends ``\\0user\\0password``; SCRAM uses the ``scramp`` client (client-first,
-client-final, then the server signature is verified, so a broker that does not know the password is
+Mechanisms: PLAIN sends ``\\0user\\0password``; SCRAM follows Kafka's ``ScramSaslClient`` (client-first,
+client-final with the password's raw UTF-8 bytes, no SASLprep; the server nonce must extend ours, at least
+4096 iterations, then the server signature is verified, so a broker that does not know the password is
 caught too); OAUTHBEARER sends the GS2 header ``n,,\\x01auth=Bearer <token>\\x01\\x01`` with a token from the
 user's provider (called for every authentication), and answers an error challenge with ``\\x01`` as
 RFC 7628 requires. Secrets never reach logs or errors: messages name the mechanism and user only, text
-from the broker is scrubbed of the password/token, and no exception from the SCRAM library is chained.
+from the broker is scrubbed of the password/token, and no SCRAM failure chains an exception.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import logging
 import random
 from collections.abc import Callable
+from secrets import token_urlsafe
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import errors
@@ -45,6 +50,7 @@ log = logging.getLogger("sparkafka.net.sasl")
 _UNSUPPORTED_SASL_MECHANISM = 33
 _REAUTH_MIN_FRACTION = 0.85
 _REAUTH_MAX_FRACTION = 0.95
+_SCRAM_MIN_ITERATIONS = 4096  # ScramMechanism.minIterations() for SHA-256 and SHA-512
 
 
 def plain_initial_response(username: str, password: str) -> bytes:
@@ -94,49 +100,81 @@ class _Plain:
 
 
 class _Scram:
-    __slots__ = ("_client", "_exception", "_password", "_stage")
+    """RFC 5802 client as Kafka's ``ScramSaslClient``: the user name only escapes ``=``/``,`` and the
+    password is hashed as raw UTF-8 (no SASLprep, which would lock out passwords Kafka accepts); the server
+    nonce must extend ours, at least 4096 iterations, and the server signature is checked."""
+
+    __slots__ = ("_auth_message", "_client_first_bare", "_digest", "_nonce", "_password", "_salted", "_stage")
 
     def __init__(self, mechanism: str, username: str, password: str) -> None:
-        try:
-            import scramp
-        except ImportError:  # pragma: no cover - checked when the settings are built
-            raise errors.ConfigError(
-                f"'sasl.mechanism' {mechanism} needs the scramp package: pip install 'sparkafka[security]'",
-                "sasl.mechanism",
-            ) from None
-        self._exception: type[Exception] = scramp.ScramException
+        self._digest = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
         self._password = password
         self._stage = 0
-        try:
-            self._client = scramp.ScramClient([mechanism], username, password)
-        except scramp.ScramException as exc:
-            raise errors.AuthenticationError(
-                f"{mechanism}: the user name or password cannot be used: {_scrub(str(exc.args[0]), (password,))}"
-            ) from None
+        self._nonce = token_urlsafe(24)
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._client_first_bare = f"n={name},r={self._nonce}"
+        self._auth_message = b""
+        self._salted = b""
 
     def first_message(self) -> bytes:
-        text: str = self._client.get_client_first()
-        return text.encode()
+        return ("n,," + self._client_first_bare).encode()
 
     def respond(self, challenge: bytes) -> bytes | None:
         try:
             message = challenge.decode("utf-8")
         except UnicodeDecodeError:
             raise errors.AuthenticationError("the broker sent a SCRAM message that is not UTF-8") from None
-        try:
-            if self._stage == 0:
-                self._stage = 1
-                self._client.set_server_first(message)
-                final: str = self._client.get_client_final()
-                return final.encode()
-            if self._stage == 1:
-                self._stage = 2
-                self._client.set_server_final(message)
-                return None
-        except self._exception as exc:
-            detail = _scrub(str(exc.args[0] if exc.args else exc), (self._password,))
-            raise errors.AuthenticationError(f"the SCRAM exchange failed: {detail}") from None
+        fields: dict[str, str] = {}
+        for part in message.split(","):
+            key, sep, value = part.partition("=")
+            if sep and len(key) == 1 and key not in fields:
+                fields[key] = value
+        if "e" in fields:
+            detail = _scrub(fields["e"], (self._password,))
+            raise errors.AuthenticationError(f"the SCRAM exchange failed: the broker answered e={detail}")
+        if self._stage == 0:
+            self._stage = 1
+            return self._client_final(message, fields)
+        if self._stage == 1:
+            self._stage = 2
+            try:
+                signature = base64.b64decode(fields.get("v", ""), validate=True)
+            except ValueError:
+                signature = b""
+            server_key = hmac.new(self._salted, b"Server Key", self._digest).digest()
+            expected = hmac.new(server_key, self._auth_message, self._digest).digest()
+            if not signature or not hmac.compare_digest(signature, expected):
+                raise errors.AuthenticationError(
+                    "the SCRAM exchange failed: invalid server signature (the broker does not know the password)"
+                )
+            return None
         raise errors.AuthenticationError("the broker continued the SCRAM exchange after its final message")
+
+    def _client_final(self, server_first: str, fields: dict[str, str]) -> bytes:
+        if "m" in fields:
+            raise errors.AuthenticationError("the SCRAM exchange failed: unsupported mandatory extension (m=)")
+        nonce = fields.get("r", "")
+        if not nonce.startswith(self._nonce):
+            raise errors.AuthenticationError("the SCRAM exchange failed: invalid server nonce")
+        try:
+            salt = base64.b64decode(fields["s"], validate=True)
+            iterations = int(fields["i"])
+        except (KeyError, ValueError):
+            raise errors.AuthenticationError("the SCRAM exchange failed: malformed server-first message") from None
+        if iterations < _SCRAM_MIN_ITERATIONS:
+            raise errors.AuthenticationError(
+                f"the SCRAM exchange failed: the broker asked for {iterations} iterations, fewer than the "
+                f"minimum {_SCRAM_MIN_ITERATIONS}"
+            )
+        digest = self._digest
+        self._salted = hashlib.pbkdf2_hmac(digest, self._password.encode(), salt, iterations)
+        without_proof = f"c=biws,r={nonce}"
+        self._auth_message = f"{self._client_first_bare},{server_first},{without_proof}".encode()
+        client_key = hmac.new(self._salted, b"Client Key", digest).digest()
+        stored_key = hashlib.new(digest, client_key).digest()
+        signature = hmac.new(stored_key, self._auth_message, digest).digest()
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def failure(self) -> str | None:
         return None  # respond() returns None only after verifying the server's final message

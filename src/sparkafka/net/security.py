@@ -12,7 +12,6 @@ settings object in a log line, a traceback or an error message shows no secret. 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -144,11 +143,6 @@ class SecuritySettings:
             raise errors.ConfigError(f"'sasl.mechanism' {mechanism} needs 'sasl.username'", "sasl.username")
         if self._sasl_password is None:
             raise errors.ConfigError(f"'sasl.mechanism' {mechanism} needs 'sasl.password'", "sasl.password")
-        if mechanism.startswith("SCRAM-") and importlib.util.find_spec("scramp") is None:
-            raise errors.ConfigError(
-                f"'sasl.mechanism' {mechanism} needs the scramp package: pip install 'sparkafka[security]'",
-                "sasl.mechanism",
-            )
 
     # ------------------------------------------------------------------ printing
     def __repr__(self) -> str:
