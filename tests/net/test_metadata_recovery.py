@@ -35,8 +35,6 @@ def _metadata_response(topic: str, topic_id: bytes, partitions: list[dict[str, A
     }
 
 
-
-
 def test_recreated_topic_with_a_new_id_replaces_the_stale_leader_epoch() -> None:
     """A topic deleted and re-created (new topic id) between two refreshes starts again at leader epoch 0.
     Java (Metadata.updateLatestMetadata, KAFKA-12257) accepts the new partition metadata when the topic id
@@ -52,6 +50,20 @@ def test_recreated_topic_with_a_new_id_replaces_the_stale_leader_epoch() -> None
     assert c.leader_for(("t", 0)) == 2
     assert c.leader_epoch(("t", 0)) == 0
     assert c.topic_id("t") == new_id
+
+
+def test_a_leader_id_without_a_broker_entry_is_no_leader() -> None:
+    """Java's MetadataResponse looks the leader id up in the broker list; a leader that is not there is
+    unknown (the partition is unavailable and the Sender asks for metadata) rather than a node with no
+    address that batches would be drained to."""
+    clock = ManualClock()
+    md = Metadata("h1:9092", clock=clock)
+    md.add_topic("t", clock.monotonic_ms())
+    c = md.update(_metadata_response("t", b"\x01" * 16, [_partition(0, 3, epoch=1), _partition(1, 2, epoch=1)]),
+                  clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) is None and c.leader_for(("t", 1)) == 2
+    assert c.partition_count("t") == 2
+    assert c.available_partitions("t") == (1,)
 
 
 def test_stale_epoch_still_ignored_for_the_same_topic_id() -> None:

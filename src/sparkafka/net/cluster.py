@@ -91,7 +91,7 @@ class Cluster:
                 tp = (topic, p.partition)
                 self._partitions[tp] = p
                 self._epochs[tp] = p.leader_epoch
-                if p.leader >= 0:
+                if p.leader >= 0 and p.leader in self._nodes:  # Java: a leader id with no broker entry is no leader
                     self._leaders[tp] = p.leader
                     available.append(p.partition)
                     by_node.setdefault(p.leader, []).append(tp)
