@@ -22,7 +22,8 @@
  *       -> (offsets, data)
  *       the record tails (arrow_records.encode_tails) of n rows of a key and a value column without
  *       headers, as the int64 offsets and the data of a large_binary array (two bytearrays). The
- *       loops run without the GIL (the Sender thread keeps working meanwhile).
+ *       loops run without the GIL (the Sender thread keeps working meanwhile) when every input
+ *       buffer is read-only (Arrow IPC data as Spark hands it over); writable ones keep the GIL.
  *   run_success_callbacks(callbacks, metadata_type, topic, partition, base, base_ts, log_append_time, report)
  *       the callbacks of a successful batch, each with its RecordMetadata (see below).
  *   SendLane (_send_lane.c): KafkaProducer.send() for the common record in one C call.
@@ -33,6 +34,12 @@
 #include <string.h>
 
 #include "_accel_common.h"
+
+/* The divisor of (h & 0x7fffffff) % n for a count n >= 1 as a uint32: a count above 2^31 - 1 is larger
+ * than any positive hash, so 2^31 gives the same result (a plain cast made 2^32 divide by zero). */
+static inline uint32_t partition_divisor(long n) {
+    return n > 0x7fffffffL ? 0x80000000u : (uint32_t)n;
+}
 
 /* Hash any bytes-like object; returns 0 and sets *out, or -1 with an exception set. */
 static int hash_object(PyObject *obj, uint32_t *out) {
@@ -70,7 +77,7 @@ static PyObject *accel_partition_for_key(PyObject *self, PyObject *const *args, 
     uint32_t h;
     if (hash_object(args[0], &h) < 0)
         return NULL;
-    return PyLong_FromLong((long)((h & 0x7fffffffu) % (uint32_t)n));
+    return PyLong_FromLong((long)((h & 0x7fffffffu) % partition_divisor(n)));
 }
 
 /* ---- record encoding ------------------------------------------------------------------------- */
@@ -311,16 +318,19 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
     int pooled = PyObject_IsTrue(args[1]);
     if (pooled < 0)
         return NULL;
-    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
-    long long n = PyLong_AsLongLong(args[3]);
-    long long ts_delta = PyLong_AsLongLong(args[4]);
-    Py_ssize_t start = PyLong_AsSsize_t(args[7]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[8]);
-    long long uncompressed = PyLong_AsLongLong(args[9]);
-    long long estimate = PyLong_AsLongLong(args[10]);
-    double factor = PyFloat_AsDouble(args[11]);
-    long long limit = PyLong_AsLongLong(args[12]);
-    if (PyErr_Occurred())
+    /* each conversion checked before the next (a later one can run Python code) */
+    Py_ssize_t pos, start, stop;
+    long long n, ts_delta, uncompressed, estimate, limit;
+    double factor;
+    if (((pos = PyLong_AsSsize_t(args[2])) == -1 && PyErr_Occurred())
+        || ((n = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())
+        || ((ts_delta = PyLong_AsLongLong(args[4])) == -1 && PyErr_Occurred())
+        || ((start = PyLong_AsSsize_t(args[7])) == -1 && PyErr_Occurred())
+        || ((stop = PyLong_AsSsize_t(args[8])) == -1 && PyErr_Occurred())
+        || ((uncompressed = PyLong_AsLongLong(args[9])) == -1 && PyErr_Occurred())
+        || ((estimate = PyLong_AsLongLong(args[10])) == -1 && PyErr_Occurred())
+        || ((factor = PyFloat_AsDouble(args[11])) == -1.0 && PyErr_Occurred())
+        || ((limit = PyLong_AsLongLong(args[12])) == -1 && PyErr_Occurred()))
         return NULL;
     if (pos < 0 || pos > PyByteArray_GET_SIZE(buf) || n < 0) {
         PyErr_SetString(PyExc_ValueError, "append_tails: bad position or record count");
@@ -390,11 +400,18 @@ static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *a
         PyErr_SetString(PyExc_TypeError, "partitions_for_offsets takes 5 or 6 arguments");
         return NULL;
     }
+    /* each conversion checked before the next (a later one can run Python code) */
     Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
     Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
     long np = PyLong_AsLong(args[4]);
+    if (np == -1 && PyErr_Occurred())
+        return NULL;
     int wide = nargs == 6 ? PyObject_IsTrue(args[5]) : 1;
-    if (PyErr_Occurred())
+    if (wide < 0)
         return NULL;
     if (np < 1 || count < 0) {
         PyErr_Format(PyExc_ValueError, "num_partitions must be >= 1 (got %ld) and count >= 0", np);
@@ -416,13 +433,16 @@ static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *a
         goto done;
     int32_t *parts = (int32_t *)PyByteArray_AS_STRING(out);
     const unsigned char *data = (const unsigned char *)dv.buf;
-    Py_BEGIN_ALLOW_THREADS
+    uint32_t divisor = partition_divisor(np);
+    /* without the GIL only when no Python thread can change the offsets checked above meanwhile */
+    PyThreadState *released = ov.readonly && dv.readonly ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t lo = off_at(&o, start + i);
         uint32_t h = murmur2_u32(data + lo, (Py_ssize_t)(off_at(&o, start + i + 1) - lo));
-        parts[i] = (int32_t)((h & 0x7fffffffu) % (uint32_t)np);
+        parts[i] = (int32_t)((h & 0x7fffffffu) % divisor);
     }
-    Py_END_ALLOW_THREADS
+    if (released != NULL)
+        PyEval_RestoreThread(released);
 done:
     PyBuffer_Release(&ov);
     PyBuffer_Release(&dv);
@@ -450,8 +470,10 @@ static void release_column(column_t *c) {
 static int get_column(PyObject *const *args, Py_ssize_t n, column_t *c, const char *what) {
     c->has_o = c->has_d = c->has_v = 0;
     c->first = PyLong_AsSsize_t(args[3]);
+    if (c->first == -1 && PyErr_Occurred())
+        return -1;
     int wide = PyObject_IsTrue(args[4]);
-    if (PyErr_Occurred() || wide < 0)
+    if (wide < 0)
         return -1;
     if (get_ro_buffer(args[0], &c->ov, what) < 0)
         return -1;
@@ -502,10 +524,16 @@ static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py
         goto done;
     if (get_column(args + 5, n, &v, "values") < 0)
         goto done;
+    /* Without the GIL only when every input buffer is read-only (Arrow IPC data, bytes): pass 2
+     * trusts the sizes of pass 1, so a Python thread changing a writable offsets or validity buffer
+     * between the passes would make it write past ``data``. Writable buffers keep the GIL. */
+    int nogil = v.ov.readonly && v.dv.readonly && (!v.has_v || v.vv.readonly)
+                && (!has_key || (k.ov.readonly && k.dv.readonly && (!k.has_v || k.vv.readonly)));
+    PyThreadState *released;
     /* pass 1: the size of every tail; lengths are int32 in the record format */
     int64_t total = 0;
     int too_long = 0;
-    Py_BEGIN_ALLOW_THREADS
+    released = nogil ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t kl = has_key ? column_len(&k, i) : -1;
         int64_t vl = column_len(&v, i);
@@ -515,7 +543,8 @@ static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py
         }
         total += varint_len(kl) + (kl > 0 ? kl : 0) + varint_len(vl) + (vl > 0 ? vl : 0) + 1;
     }
-    Py_END_ALLOW_THREADS
+    if (released != NULL)
+        PyEval_RestoreThread(released);
     if (too_long) {
         PyErr_SetString(PyExc_ValueError, "a key or value is longer than 2^31-1 bytes");
         goto done;
@@ -527,7 +556,7 @@ static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py
     /* pass 2: write them (the bytearrays are not shared with anyone yet) */
     int64_t *out_off = (int64_t *)PyByteArray_AS_STRING(offsets);
     char *base = PyByteArray_AS_STRING(data);
-    Py_BEGIN_ALLOW_THREADS
+    released = nogil ? PyEval_SaveThread() : NULL;
     char *p = base;
     const char *kd = has_key ? (const char *)k.dv.buf : NULL;
     const char *vd = (const char *)v.dv.buf;
@@ -539,7 +568,8 @@ static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py
                      vl > 0 ? vd + off_at(&v.o, v.first + i) : NULL, (Py_ssize_t)vl);
         out_off[i + 1] = (int64_t)(p - base);
     }
-    Py_END_ALLOW_THREADS
+    if (released != NULL)
+        PyEval_RestoreThread(released);
     result = PyTuple_Pack(2, offsets, data);
 done:
     Py_XDECREF(offsets);

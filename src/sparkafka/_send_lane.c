@@ -368,7 +368,7 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
     Py_DECREF(cluster);
     if (PyErr_Occurred())
         return NULL;
-    if (n < 1) /* unknown topic or no partitions yet: send() waits for metadata */
+    if (n < 1 || n > 0x7fffffffL) /* unknown topic or no partitions yet: send() waits for metadata */
         return lane_hand_over(lane, args, nargsf, kwnames);
     long partition = -1;
     if (key != Py_None && !lane->ignore_keys)
@@ -446,8 +446,11 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
             Py_DECREF(lane);
             return NULL;
         }
+        /* the member must be the class's own or a base's: one borrowed from another class as a plain
+         * class attribute has that class's offset, past the end of these objects */
         int is_slot = Py_TYPE(descr) == &PyMemberDescr_Type
-                      && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
+                      && ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX
+                      && PyType_IsSubtype((PyTypeObject *)cls, ((PyMemberDescrObject *)descr)->d_common.d_type);
         if (is_slot)
             lane->offsets[s] = ((PyMemberDescrObject *)descr)->d_member->offset;
         Py_DECREF(descr);
