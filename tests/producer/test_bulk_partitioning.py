@@ -237,8 +237,8 @@ def test_custom_partitioner_called_per_row_with_key_and_value_bytes(impl: str) -
     values = [b"5", b"2", None, b"3"]
     got = _choose(keys, values, n=4, custom=custom)
     assert got == [1, 2, 0, 3]
-    assert custom.calls == [(TOPIC, None, b"k1", None, b"5"), (TOPIC, None, None, None, b"2"),
-                            (TOPIC, None, b"s", None, None), (TOPIC, None, b"", None, b"3")]
+    assert custom.calls == [(TOPIC, b"k1", b"k1", b"5", b"5"), (TOPIC, None, None, b"2", b"2"),
+                            (TOPIC, b"s", b"s", None, None), (TOPIC, b"", b"", b"3", b"3")]
     # it wins over the key hash and over partitioner.ignore.keys
     custom2 = Recording(lambda key, value: 2)
     assert _choose(keys, values, n=4, custom=custom2, ignore_keys=True) == [2, 2, 2, 2]

@@ -155,7 +155,7 @@ def choose_partitions(
             if asked is not None and not asked[i]:
                 chosen.append(-1)  # an explicit partition: as in send(), the partitioner is not asked
                 continue
-            p = custom.partition(topic, None, key, None, value, cluster)
+            p = custom.partition(topic, key, key, value, value, cluster)  # rows are bytes: objects = bytes
             if type(p) is not int or not 0 <= p < num_partitions:
                 raise InvalidRecordInputError(
                     f"the partitioner returned partition {p!r} for topic {topic!r}, which has "

@@ -6,6 +6,11 @@ How it works:
   also accepts a plain function ``(topic, key_bytes, num_partitions) -> int`` and adapts it.
 * ``RoundRobinPartitioner`` is Java's: a per-topic counter, taken modulo the *available* partitions
   (those with a leader) or, if none is available, modulo all partitions.
+* Unlike Java, the producer asks a user partitioner once per record and never calls ``on_new_batch``
+  (deprecated by KIP-794). Java's ``doSend`` aborts the append of a record that needs a new batch,
+  calls ``onNewBatch`` and asks ``partition()`` again, so its ``RoundRobinPartitioner`` counts such a
+  record twice and skips partitions (KAFKA-9965: with 2 partitions and a batch per record, all go to
+  partition 1); here round-robin is strict.
 * ``BuiltInPartitioner`` (one per topic) places keyless records "uniform sticky" (KIP-794). It keeps
   the current ``StickyPartitionInfo`` (partition + bytes produced to it). The accumulator reads it,
   locks that partition's queue, re-checks it is still current, appends, then calls
@@ -62,10 +67,12 @@ class Partitioner(Protocol):
         ...
 
     def on_new_batch(self, topic: str, cluster: ClusterView, prev_partition: int) -> None:
-        """Called (deprecated in Java) when the chosen partition needed a new batch."""
+        """Java's deprecated hook before a new batch; never called by sparkafka (see the module docstring)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Called once when the producer closes."""
+        ...
 
 
 def _partition_count(topic: str, cluster: ClusterView) -> int:
@@ -175,7 +182,8 @@ def resolve_partitioner(spec: object | None) -> Partitioner | None:
 
 
 class RoundRobinPartitioner:
-    """Java's ``RoundRobinPartitioner``: ignores keys and cycles through the available partitions."""
+    """Java's ``RoundRobinPartitioner``: ignores keys and cycles through the available partitions,
+    without Java's double count of records that open a batch (see the module docstring)."""
 
     __slots__ = ("_counters",)
 

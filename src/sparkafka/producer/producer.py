@@ -193,6 +193,7 @@ class KafkaProducer:
         if callback is not None and not callable(callback):
             raise errors.InvalidRecordInputError(
                 f"callback must be a callable (metadata, exception) or None, got {type(callback).__name__}")
+        key_obj, value_obj = key, value  # the record's own objects, for a custom partitioner (as in Java)
         ks = self._key_ser
         if ks is not None:
             key = serialize(ks, topic, "key", key)
@@ -224,7 +225,7 @@ class KafkaProducer:
             waited_ms = self._clock.monotonic_ms() - started
         if partition is None:
             if self._partitioner is not None:
-                partition = self._partitioner.partition(topic, None, key, None, value, cluster)
+                partition = self._partitioner.partition(topic, key_obj, key, value_obj, value, cluster)
                 if not 0 <= partition < n:
                     raise errors.InvalidRecordInputError(
                         f"the partitioner returned partition {partition} for topic {topic!r}, "
@@ -382,6 +383,7 @@ class KafkaProducer:
                 self._sender.initiate_close()
         if in_callback:
             self._metadata.close()  # wakes threads waiting for metadata; the I/O thread stops by itself
+            self._close_partitioner()
             self._closed = True
             return
         if timeout != 0:
@@ -396,7 +398,16 @@ class KafkaProducer:
             log.error("the producer I/O thread did not stop within %ss of a forced close (is a send "
                       "callback blocking?)", _FORCED_CLOSE_GRACE_S)
         self._metadata.close()
+        self._close_partitioner()
         self._closed = True
+
+    def _close_partitioner(self) -> None:
+        """Close a user partitioner (Java's ``Utils.closeQuietly(partitioner)``): an error is logged."""
+        if self._partitioner is not None:
+            try:
+                self._partitioner.close()
+            except Exception:
+                log.exception("closing the partitioner failed")
 
     def __enter__(self) -> KafkaProducer:
         return self
