@@ -534,8 +534,11 @@ class TransactionManager:
             if code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
                 unresolved = self._unresolved.get(tp)
                 is_next = batch.base_sequence == increment_sequence(e.last_acked_sequence, 1)
-                if unresolved is None and not is_next:
-                    return True  # collateral damage of an earlier batch that failed
+                reset = self.is_transactional and batch.sequence_has_been_reset()
+                if unresolved is None and (reset or not is_next):
+                    # collateral damage of an earlier batch that failed (or, transactional, a request that
+                    # went out before a failed batch's gap was closed: it carried the old sequence)
+                    return True
                 if not self.is_transactional:
                     if unresolved is None or unresolved == batch.base_sequence:
                         self._request_rewrite(tp, "the broker saw a gap in our sequences")
@@ -596,10 +599,28 @@ class TransactionManager:
             if self.is_transactional:
                 if code == errors.UNKNOWN_PRODUCER_ID:
                     self._renumber_same_id(batch.tp, self._entry(batch.tp))
+                elif adjust_sequences:
+                    self._close_gap(batch)
                 return
             if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID) or adjust_sequences:
                 # the batch was not written: later sequences would leave a gap
                 self._request_rewrite(batch.tp, f"a batch failed ({type(exc).__name__})")
+
+    def _close_gap(self, failed: ProducerBatch) -> None:
+        """Transactional: ``failed`` was not written, so the partition's later batches move down by its record
+        count (Java ``adjustSequencesDueToFailedBatch``). Without it the broker answers every later batch
+        OUT_OF_ORDER_SEQUENCE_NUMBER, retried as collateral damage until delivery.timeout.ms, and EndTxn
+        (commit or abort) waits for them all that time."""
+        e = self._partitions.get(failed.tp)
+        if e is None or (failed.producer_id, failed.producer_epoch) != (e.producer_id, e.producer_epoch):
+            return
+        count = failed.record_count
+        for b in e.in_flight:
+            if (b.producer_id, b.producer_epoch) == (e.producer_id, e.producer_epoch) \
+                    and _seq_after(b.base_sequence, failed.base_sequence):
+                b.reset_producer_state(b.producer_id, b.producer_epoch,
+                                       (b.base_sequence - count) % _SEQUENCE_SPACE)
+        e.next_sequence = (e.next_sequence - count) % _SEQUENCE_SPACE
 
     def handle_expired_batch(self, batch: ProducerBatch, exc: BaseException) -> None:
         """A batch hit delivery.timeout.ms. If it was ever sent, its fate is unknown: new batches for the
