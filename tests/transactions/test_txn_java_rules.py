@@ -5,7 +5,8 @@ How it works: the unit tests drive a ``TransactionManager`` by hand (its request
 against the librdkafka mock cluster with injected errors and read the partition log back (``raw_log``).
 Covered: the sequences of a partition after a batch failed in an aborted transaction, EndTxn answers
 that only make the transaction abortable, a commit or init called again after its wait timed out, an
-abort after a timed-out commit, an abort when no partition was ever added, and EndTxn capped at v4.
+abort after a timed-out commit, an abort when no partition was ever added, an abort not held up by the
+batches behind a failed one, and EndTxn capped at v4.
 """
 
 from __future__ import annotations
@@ -272,3 +273,33 @@ def test_commit_retried_after_a_timeout_succeeds_once_the_commit_completed(
     mock_cluster.broker_set_rtt(-1, 0)
     producer.commit_transaction()  # Java: returns the completed commit's result
     assert _values(mock_cluster, topic) == [b"a"]
+
+
+def test_abort_is_not_held_up_by_the_batches_behind_a_failed_one(
+        mock_cluster: MockCluster, topic: str) -> None:
+    """Several batches of one partition on the wire, the first refused for good (INVALID_RECORD): the
+    broker answers the later ones OUT_OF_ORDER_SEQUENCE_NUMBER, and they must be renumbered and resent
+    (Java's adjustSequencesDueToFailedBatch) rather than retried until delivery.timeout.ms (120 s here,
+    the default), which would hold abort_transaction() up as long."""
+    topic = topic + "-gap"
+    mock_cluster.create_topic(topic, partitions=1, replication=1)
+    mock_cluster.partition_set_leader(topic, 0, 1)
+    p = KafkaProducer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
+                       "linger.ms": 0, "batch.size": 200, "retry.backoff.ms": 20})
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, b"first", partition=0).get(10)
+        mock_cluster.push_broker_request_errors(1, ApiKey.PRODUCE, [(87, 300)])  # INVALID_RECORD after 0.3 s
+        futures = [p.send(topic, b"%d" % i * 150, partition=0) for i in range(5)]  # a batch each
+        assert isinstance(futures[0].exception(10), errors.error_class_for_code(87))
+        started = time.monotonic()
+        p.abort_transaction(timeout=15)
+        assert time.monotonic() - started < 15
+        assert all(f.done() for f in futures)
+        p.begin_transaction()
+        p.send(topic, b"next", partition=0).get(10)
+        p.commit_transaction()
+        assert _values(mock_cluster, topic) == [b"next"]
+    finally:
+        p.close(timeout=5)
