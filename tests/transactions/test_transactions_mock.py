@@ -9,7 +9,7 @@ transaction abortable, and a fenced producer gets ``ProducerFencedError`` from e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 import pytest
@@ -22,23 +22,6 @@ from support.mock_cluster import ApiKey, MockCluster
 from transactions.raw_log import committed_view, control_markers, read_log
 
 pytestmark = [pytest.mark.timeout(120)]
-
-PARTITIONS = 3
-
-
-@pytest.fixture
-def topic(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> str:
-    name = unique_topic("txn")
-    mock_cluster.create_topic(name, partitions=PARTITIONS, replication=3)
-    return name
-
-
-@pytest.fixture
-def producer(mock_cluster: MockCluster, topic: str) -> Iterator[KafkaProducer]:
-    p = KafkaProducer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
-                       "linger.ms": 5, "retry.backoff.ms": 20, "max.block.ms": 20_000})
-    yield p
-    p.close(timeout=5)
 
 
 class _HasValue(Protocol):

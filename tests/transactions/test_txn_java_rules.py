@@ -12,7 +12,6 @@ batches behind a failed one, and EndTxn capped at v4.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -171,21 +170,6 @@ def test_abort_sends_no_end_txn_when_no_partition_was_added() -> None:
 
 
 # ----------------------------------------------------------------------------- mock cluster
-@pytest.fixture
-def topic(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> str:
-    name = unique_topic("s8")
-    mock_cluster.create_topic(name, partitions=3, replication=3)
-    return name
-
-
-@pytest.fixture
-def producer(mock_cluster: MockCluster, topic: str) -> Iterator[KafkaProducer]:
-    p = KafkaProducer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
-                       "linger.ms": 5, "retry.backoff.ms": 20, "max.block.ms": 20_000})
-    yield p
-    p.close(timeout=5)
-
-
 def _values(mock_cluster: MockCluster, topic: str) -> list[bytes]:
     return sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic)))
 
