@@ -3,7 +3,8 @@
 How it works: one producer (idempotence on, acks=all, 5 requests in flight, small batches and linger
 so many Produce requests go out) sends keyed records in small paced chunks (values encode key, per-key
 sequence and send index, see ``faults.ledger``) while a fault thread, driven by ``random.Random(seed)``,
-pushes random runs of retriable Produce errors (6, 7, 13, 19, 20, 45, 59), moves partition leaders,
+pushes random runs of retriable Produce errors (6, 7, 13, 19, 20; 45 and 59 in the transactional run
+only, see ``IDENTITY_RESETS``), moves partition leaders,
 takes a broker down for a moment and adds RTT spikes (always below ``request.timeout.ms``). Then
 ``flush()`` and ``close()`` must return within their timeouts and the topic is read back with
 confluent-kafka and checked by ``verify_records``.
@@ -44,6 +45,12 @@ BROKERS = 3
 CODES = [6, 7, 13, 19, 20, 45, 59]
 """NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NETWORK_EXCEPTION, NOT_ENOUGH_REPLICAS,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID."""
+IDENTITY_RESETS = {45, 59}
+"""Injected, these are lies (the mock saw no gap and knows the producer): an idempotent producer answers them
+by taking a new identity and renumbering its waiting batches, as Java bumps the epoch, and a batch whose
+earlier attempt was written with its answer lost (a broker taken down) is then written again under the new
+identity, which no broker can deduplicate. So the plain idempotent run, which asserts that no record is
+written under two identities, does not inject them; the transactional run does."""
 REQUEST_TIMEOUT_MS = 4000
 
 CONFIG: dict[str, Any] = {
@@ -65,8 +72,9 @@ CONFIG: dict[str, Any] = {
 class Chaos:
     """The fault thread: one random fault every 20-120 ms until stopped; every change is undone at the end."""
 
-    def __init__(self, cluster: MockCluster, topic: str, rng: random.Random, down: bool = True) -> None:
-        self.cluster, self.topic, self.rng, self.down = cluster, topic, rng, down
+    def __init__(self, cluster: MockCluster, topic: str, rng: random.Random, down: bool = True,
+                 codes: list[int] = CODES) -> None:
+        self.cluster, self.topic, self.rng, self.down, self.codes = cluster, topic, rng, down, codes
         self.stop = threading.Event()
         self.log: list[str] = []
         self.errors: list[BaseException] = []
@@ -83,7 +91,7 @@ class Chaos:
                     item[1]()
                 kind = rng.choices(["errors", "leader", "down", "rtt"], [5, 3, 1 if self.down else 0, 2])[0]
                 if kind == "errors":
-                    codes = [rng.choice([*CODES, 0]) for _ in range(rng.randint(1, 6))]
+                    codes = [rng.choice([*self.codes, 0]) for _ in range(rng.randint(1, 6))]
                     cluster.push_request_errors(ApiKey.PRODUCE, codes)
                     self.log.append(f"errors {codes}")
                 elif kind == "leader":
@@ -130,7 +138,8 @@ def run_chaos(cluster: MockCluster, topic: str, seed: int, records: int, transac
     commit_errors: list[BaseException] = []
     if transactional:
         producer.init_transactions(timeout=30)
-    chaos = Chaos(cluster, topic, rng, down=True)
+    chaos = Chaos(cluster, topic, rng, down=True,
+                  codes=CODES if transactional else [c for c in CODES if c not in IDENTITY_RESETS])
     chaos.thread.start()
     try:
         while len(ledger) < records:
