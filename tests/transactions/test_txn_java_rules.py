@@ -174,6 +174,15 @@ def _values(mock_cluster: MockCluster, topic: str) -> list[bytes]:
     return sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic)))
 
 
+def _next_transaction_commits(producer: KafkaProducer, mock_cluster: MockCluster, topic: str, value: bytes,
+                              partition: int) -> None:
+    """The producer goes on: a new transaction with one record commits, and only that record is committed."""
+    producer.begin_transaction()
+    producer.send(topic, value, partition=partition).get(10)
+    producer.commit_transaction()
+    assert _values(mock_cluster, topic) == [value]
+
+
 def test_a_partition_whose_batch_failed_works_in_the_next_transaction(
         mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
     """Java: a failed batch makes the transaction abortable and requires an epoch bump (or adjusts the
@@ -186,10 +195,7 @@ def test_a_partition_whose_batch_failed_works_in_the_next_transaction(
     failed = producer.send(topic, b"b", partition=0)
     assert isinstance(failed.exception(10), errors.error_class_for_code(87))
     producer.abort_transaction()
-    producer.begin_transaction()
-    producer.send(topic, b"c", partition=0).get(10)
-    producer.commit_transaction()
-    assert _values(mock_cluster, topic) == [b"c"]
+    _next_transaction_commits(producer, mock_cluster, topic, b"c", 0)
 
 
 def test_end_txn_unknown_producer_id_is_abortable_and_the_producer_goes_on(
@@ -203,10 +209,7 @@ def test_end_txn_unknown_producer_id_is_abortable_and_the_producer_goes_on(
         producer.commit_transaction()
     assert not isinstance(failed.value, errors.ProducerFencedError)
     producer.abort_transaction()
-    producer.begin_transaction()
-    producer.send(topic, b"b", partition=1).get(10)
-    producer.commit_transaction()
-    assert _values(mock_cluster, topic) == [b"b"]
+    _next_transaction_commits(producer, mock_cluster, topic, b"b", 1)
     assert [k for _, _, k in control_markers(read_log(mock_cluster.bootstrap_servers, topic))].count("ABORT") >= 1
 
 
@@ -235,10 +238,7 @@ def test_abort_after_a_timed_out_commit_aborts_on_the_broker(
     kinds = [k for _, _, k in control_markers(read_log(mock_cluster.bootstrap_servers, topic))]
     assert "COMMIT" not in kinds and "ABORT" in kinds
     assert _values(mock_cluster, topic) == []
-    producer.begin_transaction()
-    producer.send(topic, b"next", partition=1)
-    producer.commit_transaction()
-    assert _values(mock_cluster, topic) == [b"next"]
+    _next_transaction_commits(producer, mock_cluster, topic, b"next", 1)
 
 
 def test_commit_retried_after_a_timeout_succeeds_once_the_commit_completed(
@@ -281,9 +281,6 @@ def test_abort_is_not_held_up_by_the_batches_behind_a_failed_one(
         p.abort_transaction(timeout=15)
         assert time.monotonic() - started < 15
         assert all(f.done() for f in futures)
-        p.begin_transaction()
-        p.send(topic, b"next", partition=0).get(10)
-        p.commit_transaction()
-        assert _values(mock_cluster, topic) == [b"next"]
+        _next_transaction_commits(p, mock_cluster, topic, b"next", 0)
     finally:
         p.close(timeout=5)
