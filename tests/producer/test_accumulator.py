@@ -326,6 +326,18 @@ def test_adaptive_load_stats_published_per_topic() -> None:
     assert acc.built_in_partitioner(T).load_stats == ([3, 4, 6], [0, 1, 2], 3)
 
 
+def test_load_stats_list_partitions_by_id_whatever_order_their_queues_were_created() -> None:
+    # Java iterates a topic's batches HashMap, whose small Integer keys come out in ascending order;
+    # the weighted table must follow it for the same random value to pick the same partition.
+    acc = make(batch_size=100, linger_ms=10_000)
+    cluster = FakeCluster.single_node(T, 3)
+    for partition, count in ((2, 2), (0, 1), (1, 3)):
+        for _ in range(count):
+            append(acc, cluster, partition, value=b"x" * 80)
+    acc.ready(cluster, now_of(acc))
+    assert acc.built_in_partitioner(T).load_stats == ([3, 4, 6], [0, 1, 2], 3)
+
+
 def test_no_load_stats_until_every_partition_has_a_queue_or_when_disabled() -> None:
     acc = make(batch_size=100)
     cluster = FakeCluster.single_node(T, 3)

@@ -142,7 +142,8 @@ class _TopicInfo:
 
     def __init__(self, partitioner: BuiltInPartitioner) -> None:
         self.partitioner = partitioner
-        self.queues: CopyOnWriteMap[int, _PartitionQueue] = CopyOnWriteMap()
+        # by partition id, as Java's iteration order when it builds the adaptive load stats
+        self.queues: CopyOnWriteMap[int, _PartitionQueue] = CopyOnWriteMap(sorted_keys=True)
         self.compression_ratio = 1.0
 
 
