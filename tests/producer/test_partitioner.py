@@ -174,6 +174,21 @@ def test_resolve_partitioner_config_values() -> None:
         resolve_partitioner(NeedsArgs)
 
 
+def test_partitioner_class_configure_failure_names_the_config() -> None:
+    class Broken:
+        def configure(self, configs: dict[str, object]) -> None:
+            raise ValueError(f"needs 'my.setting', got {sorted(configs)}")
+
+        def partition(self, *args: object) -> int:
+            return 0
+
+    with pytest.raises(ConfigError, match=r"Broken.configure\(\) failed: needs 'my.setting', got \['a'\]") as info:
+        resolve_partitioner(Broken, {"a": 1})
+    assert info.value.key == "partitioner.class"
+    instance = Broken()
+    assert resolve_partitioner(instance, {"a": 1}) is not None  # an object is used as given, not configured
+
+
 def test_invalid_partitioner_names_the_config() -> None:
     with pytest.raises(ConfigError) as info:
         as_partitioner(42)

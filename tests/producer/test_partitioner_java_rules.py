@@ -175,6 +175,10 @@ class _Recording:
     calls: ClassVar[list[tuple[object, bytes | None, object, bytes | None]]] = []
     new_batches: ClassVar[list[int]] = []
     closed: ClassVar[int] = 0
+    configured: ClassVar[list[dict[str, object]]] = []
+
+    def configure(self, configs: dict[str, object]) -> None:
+        type(self).configured.append(configs)
 
     def partition(self, topic: str, key: object, key_bytes: bytes | None, value: object,
                   value_bytes: bytes | None, cluster: ClusterView) -> int:
@@ -229,15 +233,25 @@ def test_ignore_keys_uses_the_sticky_partition_but_still_sends_keys(two_partitio
         producer.close(5)
 
 
-def test_custom_partitioner_gets_the_record_objects_and_is_closed(two_partitions: tuple[str, str]) -> None:
-    """Java: ``partitioner.partition(topic, record.key(), serializedKey, record.value(), serializedValue,
-    cluster)`` and ``Utils.closeQuietly(partitioner)`` in ``close()``."""
+def test_custom_partitioner_is_configured_gets_the_record_objects_and_is_closed(
+    two_partitions: tuple[str, str],
+) -> None:
+    """Java: ``getConfiguredInstance`` calls ``configure(originals + client.id)`` on the partitioner it
+    creates, ``partitioner.partition(topic, record.key(), serializedKey, record.value(), serializedValue,
+    cluster)`` per record and ``Utils.closeQuietly(partitioner)`` in ``close()``."""
     servers, topic = two_partitions
     _Recording.calls.clear()
+    _Recording.configured.clear()
     _Recording.closed = 0
     producer = _producer(servers, **{"partitioner.class": _Recording, "key.serializer": "str",
                                      "value.serializer": "str"})
     try:
+        assert len(_Recording.configured) == 1
+        configs = _Recording.configured[0]
+        assert configs["bootstrap.servers"] == servers and configs["linger.ms"] == 0
+        assert configs["partitioner.class"] is _Recording
+        assert configs["client.id"] == producer.config.client_id
+        assert "batch.size" not in configs  # only what the user gave, as Java's originals()
         producer.send(topic, "hello", key="k").get(10)
         assert _Recording.calls == [("k", b"k", "hello", b"hello")]
     finally:

@@ -28,8 +28,8 @@ import bisect
 import itertools
 import random
 import threading
-from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from sparkafka._types import ClusterView
 from sparkafka.errors import ConfigError, IllegalStateError
@@ -52,7 +52,8 @@ PartitionerFunc = Callable[[str, "bytes | None", int], int]
 
 @runtime_checkable
 class Partitioner(Protocol):
-    """A user partitioner (Java's ``org.apache.kafka.clients.producer.Partitioner``)."""
+    """A user partitioner (Java's ``org.apache.kafka.clients.producer.Partitioner``). A class given as
+    ``partitioner.class`` may also define ``configure(configs: dict)``, called once after it is created."""
 
     def partition(
         self,
@@ -160,10 +161,12 @@ def as_partitioner(obj: object) -> Partitioner:
     )
 
 
-def resolve_partitioner(spec: object | None) -> Partitioner | None:
+def resolve_partitioner(spec: object | None, configs: Mapping[str, Any] | None = None) -> Partitioner | None:
     """The user partitioner for a ``partitioner.class`` value: None (built-in partitioning) stays None,
-    ``"round_robin"`` is ``RoundRobinPartitioner``, a class is instantiated without arguments, and an
-    object or function goes through ``as_partitioner``."""
+    ``"round_robin"`` is ``RoundRobinPartitioner``, a class is instantiated without arguments and, if
+    it has a ``configure`` method, configured with ``configs`` (as Java configures a partitioner it
+    creates from ``partitioner.class``: the producer's settings as given, plus ``client.id``), and an
+    object or function goes through ``as_partitioner`` (used as given, not configured)."""
     if spec is None:
         return None
     if isinstance(spec, str):
@@ -178,6 +181,13 @@ def resolve_partitioner(spec: object | None) -> Partitioner | None:
         except Exception as exc:
             raise ConfigError(f"partitioner.class {cls.__name__} could not be created without arguments: "
                               f"{exc}", "partitioner.class") from exc
+        configure = getattr(spec, "configure", None)
+        if callable(configure):
+            try:
+                configure(dict(configs or {}))
+            except Exception as exc:
+                raise ConfigError(f"partitioner.class {cls.__name__}.configure() failed: {exc}",
+                                  "partitioner.class") from exc
     return as_partitioner(spec)
 
 

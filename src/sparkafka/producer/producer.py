@@ -99,7 +99,7 @@ class KafkaProducer:
         raw = BUILTIN_SERIALIZERS["bytes"]
         self._key_ser = None if cfg.key_serializer is raw else cfg.key_serializer
         self._value_ser = None if cfg.value_serializer is raw else cfg.value_serializer
-        self._partitioner: Partitioner | None = resolve_partitioner(cfg.partitioner_class)
+        self._partitioner: Partitioner | None = resolve_partitioner(cfg.partitioner_class, _partitioner_configs(cfg))
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
         self._max_block_ms = int(cfg.max_block_ms)
         self._max_request_size = int(cfg.max_request_size)
@@ -486,6 +486,14 @@ class KafkaProducer:
 
     def __repr__(self) -> str:
         return f"KafkaProducer(client_id={self.config.client_id!r}, closed={self._closed})"
+
+
+def _partitioner_configs(cfg: ProducerConfig) -> dict[str, Any]:
+    """What a ``partitioner.class`` class is configured with: the settings the user gave, by their Java
+    names, plus ``client.id`` (Java's ``getConfiguredInstance`` with the originals)."""
+    configs = {name: value for name, value in cfg.to_properties(mask_secrets=False).items() if cfg.user_set(name)}
+    configs["client.id"] = cfg.client_id
+    return configs
 
 
 def _as_bytes(obj: object, topic: str, field: str) -> bytes:
