@@ -397,6 +397,21 @@ def test_delivery_timeout_expires_in_flight_batches_and_ignores_the_late_answer(
     assert isinstance(future.exception(0), errors.DeliveryTimeoutError)
 
 
+def test_a_late_not_leader_answer_for_an_expired_batch_still_refreshes_metadata() -> None:
+    """Java's completeBatch fails an already-expired batch (a no-op) and then, for an invalid-metadata
+    error, still requests a metadata update: the next batch to that partition should not pay for it."""
+    rig = Rig(delivery_timeout_ms=1000)
+    future = rig.send(b"a")
+    req = rig.step_one()
+    rig.step(1000)
+    assert isinstance(future.exception(0), errors.DeliveryTimeoutError)
+    before = rig.metadata.update_requests
+    rig.client.respond_produce(req, codes={(T, 0): errors.NOT_LEADER_OR_FOLLOWER})
+    rig.step()
+    assert rig.metadata.update_requests == before + 1
+    assert isinstance(future.exception(0), errors.DeliveryTimeoutError)
+
+
 # ----------------------------------------------------------------------------------------- ordering
 
 

@@ -399,9 +399,12 @@ class Sender:
         if self.guarantee_message_order:
             self.accumulator.unmute(batch.tp)
         if batch.final_state is not None:
-            # expired while on the wire, or aborted: only the sequence bookkeeping is left to do
+            # expired while on the wire, or aborted: only the sequence bookkeeping is left to do, and
+            # (as Java, whose completeBatch goes on to its metadata check) a stale leader is refreshed
             if tm is not None:
                 tm.handle_late_response(batch, code, base_offset)
+            if code and errors.error_class_for_code(code).invalid_metadata:
+                self.metadata.request_update()
             return
         if not code:
             self._complete_ok(batch, base_offset, log_append_time)
