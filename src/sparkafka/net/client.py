@@ -142,7 +142,8 @@ class NetworkClient:
         self.send_buffer_bytes = send_buffer_bytes
         self.receive_buffer_bytes = receive_buffer_bytes
         self.tcp_nodelay = tcp_nodelay
-        self.connections_max_idle_ms = _positive(connections_max_idle_ms, "connections.max.idle.ms")
+        # -1: never close idle connections, as Java's Selector without an idle expiry manager.
+        self.connections_max_idle_ms = _positive(connections_max_idle_ms, "connections.max.idle.ms", -1)
         self.max_response_size = max_response_size
         self._rng = rng if rng is not None else random.Random()
         steps: list[HandshakeStep] = []
@@ -540,6 +541,8 @@ class NetworkClient:
 
     def _close_idle(self, now: float) -> None:
         limit = self.connections_max_idle_ms
+        if limit < 0:
+            return
         for node_id, conn in list(self._conns.items()):
             if (
                 conn.state is ConnectionState.READY

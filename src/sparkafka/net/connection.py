@@ -580,6 +580,7 @@ class BrokerConnection:
         correlation_id, pieces, size = protocol.send_request_parts(api_key, version, body, expect_response)
         if now is None:
             now = self._clock.monotonic_ms()
+        self.last_activity_ms = now  # a write is activity too (Java's Selector: reads and writes)
         self._queued_total += size
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         req = _InFlight(

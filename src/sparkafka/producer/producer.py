@@ -129,6 +129,7 @@ class KafkaProducer:
             max_in_flight_per_connection=cfg.max_in_flight_requests_per_connection,
             send_buffer_bytes=cfg.send_buffer_bytes,
             receive_buffer_bytes=cfg.receive_buffer_bytes,
+            connections_max_idle_ms=cfg.connections_max_idle_ms,
             clock=self._clock,
             security=cfg,
         )
