@@ -1,17 +1,54 @@
-"""Parsing ``bootstrap.servers``.
+"""Parsing ``bootstrap.servers``, and ``client.dns.lookup=resolve_canonical_bootstrap_servers_only``.
 
 How it works: accepts a comma-separated string or a sequence of ``host:port`` strings (IPv6 hosts in
 brackets: ``[::1]:9092``), strips blanks, drops duplicates while keeping order, and returns
 ``(host, port)`` tuples. Anything malformed raises ``ConfigError`` naming ``bootstrap.servers``.
+``canonical_bootstrap_servers`` does what Java's ``ClientUtils.parseAndValidateAddresses`` does in the
+canonical mode: every address a bootstrap name resolves to becomes an entry under that address's
+canonical host name (a reverse lookup; the address itself when there is none); names that do not
+resolve are skipped with a warning, and none resolving at all is a ``ConfigError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 
 _KEY = "bootstrap.servers"
+log = logging.getLogger(__name__)
+
+
+def canonical_bootstrap_servers(
+    value: str | Sequence[str],
+    getaddrinfo: Callable[..., list[Any]] = socket.getaddrinfo,
+    gethostbyaddr: Callable[[str], tuple[str, list[str], list[str]]] = socket.gethostbyaddr,
+) -> list[str]:
+    """The bootstrap list with each name replaced by the canonical names of its addresses, as
+    ``host:port`` strings (IPv6 addresses in brackets)."""
+    out: list[str] = []
+    for host, port in parse_bootstrap_servers(value):
+        try:
+            infos = getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            log.warning("could not resolve %s from %s: %s", host, _KEY, exc)
+            continue
+        for info in infos:
+            address = str(info[4][0])
+            try:
+                name = gethostbyaddr(address)[0]
+            except (OSError, UnicodeError):
+                name = address  # Java's getCanonicalHostName gives the address text then
+            entry = f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+            if entry not in out:
+                out.append(entry)
+    if not out:
+        raise ConfigError(f"no resolvable host in {_KEY} {value!r} "
+                          "(client.dns.lookup=resolve_canonical_bootstrap_servers_only)", _KEY)
+    return out
 
 
 def parse_bootstrap_servers(value: str | Sequence[str]) -> list[tuple[str, int]]:

@@ -25,6 +25,7 @@ from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock
 from .._types import ClusterView
 from ..config import ProducerConfig
+from ..net.addresses import canonical_bootstrap_servers
 from ..net.client import NetworkClient
 from ..net.metadata import Metadata, MetadataUpdater
 from ..record.builder import estimate_batch_size_upper_bound
@@ -108,8 +109,11 @@ class KafkaProducer:
         self._valid_topics: set[str] = set()
 
         self.metrics_registry = ProducerMetrics(self._clock)
+        bootstrap: Sequence[str] = cfg.bootstrap_servers
+        if cfg.client_dns_lookup == "resolve_canonical_bootstrap_servers_only":
+            bootstrap = canonical_bootstrap_servers(bootstrap)
         self._metadata = Metadata(
-            bootstrap_servers=cfg.bootstrap_servers,
+            bootstrap_servers=bootstrap,
             metadata_max_age_ms=cfg.metadata_max_age_ms,
             metadata_max_idle_ms=cfg.metadata_max_idle_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,
@@ -119,7 +123,7 @@ class KafkaProducer:
             clock=self._clock,
         )
         self._client = NetworkClient(
-            cfg.bootstrap_servers,
+            bootstrap,
             client_id=cfg.client_id,
             request_timeout_ms=cfg.request_timeout_ms,
             reconnect_backoff_ms=cfg.reconnect_backoff_ms,
