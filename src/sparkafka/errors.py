@@ -229,6 +229,7 @@ _CODES: tuple[tuple[int, str, bool, bool], ...] = (
     (100, "UNKNOWN_TOPIC_ID", True, True),
     (103, "INCONSISTENT_TOPIC_ID", True, True),
     (120, "TRANSACTION_ABORTABLE", False, False),
+    (129, "REBOOTSTRAP_REQUIRED", False, False),
 )
 
 _BY_CODE: dict[int, type[BrokerError]] = {ProducerFencedError.code: ProducerFencedError}
@@ -287,6 +288,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
 MESSAGE_TOO_LARGE = 10
 NETWORK_EXCEPTION = 13
+REBOOTSTRAP_REQUIRED = 129
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 UNKNOWN_PRODUCER_ID = 59

@@ -132,3 +132,47 @@ def test_rebootstrap_after_the_due_refresh_kept_failing_for_the_trigger() -> Non
     md.update(_metadata_response("t", b"\x01" * 16, [_partition(0, 1, epoch=0)]), clock.monotonic_ms())
     clock.advance(6000)
     assert not md.should_rebootstrap(clock.monotonic_ms())  # the first attempt since the success
+
+
+def _rebootstrap_required(updater: MetadataUpdater) -> None:
+    from sparkafka.net.response import ClientResponse
+    from sparkafka.protocol.messages import ApiKey
+
+    updater._in_flight = True
+    updater._on_response(ClientResponse(1, ApiKey.METADATA, 13, 7, {"error_code": 129, "brokers": [],
+                                                                      "topics": []}, None, 1.0))
+
+
+def test_rebootstrap_required_from_the_broker_rebootstraps_with_that_strategy() -> None:
+    """KIP-1102: Metadata v13's top-level REBOOTSTRAP_REQUIRED makes Java's client (strategy rebootstrap)
+    start again from bootstrap.servers. Before, code 129 was unknown: a fatal error raised to every
+    thread waiting for metadata, and the stale brokers were kept."""
+    clock = ManualClock()
+    md = Metadata("b1:1", clock=clock)
+    client = NetworkClient("b1:1", clock=clock)
+    try:
+        updater = MetadataUpdater(md, client)
+        md.add_topic("t", clock.monotonic_ms())
+        md.update(_metadata_response("t", b"\x01" * 16, [_partition(0, 1, epoch=0)]), clock.monotonic_ms())
+        client.update_nodes(md.fetch().node_addresses())
+        assert not md.fetch().is_bootstrap
+        _rebootstrap_required(updater)
+        assert md.fetch().is_bootstrap
+        assert client.nodes() == {-1: ("b1", 1)}
+        assert md._fatal is None  # nobody waiting for metadata gets an error: the next refresh follows
+    finally:
+        client.close()
+
+
+def test_rebootstrap_required_with_strategy_none_is_a_failed_refresh_not_a_fatal_error() -> None:
+    clock = ManualClock()
+    md = Metadata("b1:1", clock=clock, recovery_strategy="none")
+    client = NetworkClient("b1:1", clock=clock)
+    try:
+        updater = MetadataUpdater(md, client)
+        md.update(_metadata_response("t", b"\x01" * 16, [_partition(0, 1, epoch=0)]), clock.monotonic_ms())
+        _rebootstrap_required(updater)
+        assert not md.fetch().is_bootstrap
+        assert md._fatal is None
+    finally:
+        client.close()

@@ -439,6 +439,16 @@ class MetadataUpdater:
         body = resp.body
         assert isinstance(body, dict)
         code = int(body.get("error_code", 0) or 0)
+        if code == errors.REBOOTSTRAP_REQUIRED:
+            # KIP-1102 (Metadata v13): the broker says our view is stale. As Java, with
+            # metadata.recovery.strategy=rebootstrap start again from the bootstrap servers; either way
+            # this answer updates nothing and the next refresh comes after the retry backoff.
+            log.info("node %s asked for a rebootstrap (REBOOTSTRAP_REQUIRED)", resp.node_id)
+            if self._metadata.recovery_strategy == "rebootstrap":
+                self._rebootstrap()
+            self._metadata.handle_failed_update(errors.KafkaConnectionError(
+                f"node {resp.node_id} answered metadata with REBOOTSTRAP_REQUIRED"), now)
+            return
         if code:
             self._metadata.handle_failed_update(errors.error_for_code(code, "metadata request failed"), now)
             return
