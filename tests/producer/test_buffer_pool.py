@@ -218,3 +218,21 @@ def test_threads_never_exceed_total_memory() -> None:
     assert 0 < peak[0] <= total
     assert pool.available_memory() == total
     assert pool.queued() == 0
+
+
+def test_a_failed_buffer_allocation_gives_its_memory_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java's ``safeAllocateByteBuffer``: if building the buffer itself fails (MemoryError), the bytes
+    reserved for it go back to the pool and the next waiter is woken."""
+    from sparkafka.producer import buffer_pool
+
+    pool = BufferPool(1000, 100, ManualClock())
+
+    def no_memory(size: int) -> bytearray:
+        raise MemoryError(f"cannot build {size} bytes")
+
+    monkeypatch.setattr(buffer_pool, "bytearray", no_memory, raising=False)
+    with pytest.raises(MemoryError):
+        pool.allocate(250, 0)
+    monkeypatch.undo()
+    assert pool.unallocated_memory() == 1000
+    assert len(pool.allocate(1000, 0)) == 1000

@@ -12,7 +12,7 @@ from sparkafka.accel import ACCEL
 from sparkafka.errors import IllegalStateError
 from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
 from sparkafka.producer.producer_batch import FinalState, ProducerBatch
-from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch
+from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch, encode_batch
 
 Seen = list[tuple[str, "RecordMetadata | None", "BaseException | None"]]
 
@@ -263,3 +263,25 @@ def test_split_of_empty_or_completed_batch_is_an_error() -> None:
     done.done(0, -1)
     with pytest.raises(IllegalStateError, match="SUCCEEDED"):
         done.split(100)
+
+
+def test_split_without_a_factory_keeps_the_codec_level_and_ratio_estimate() -> None:
+    # Java's split builds the new batches with the big batch's Compression (codec and level, KIP-390):
+    # a gzip level-1 batch must not be recompressed at gzip's default level when split.
+    records = [(5000 + i, b"k%d" % i, b"the value of record %d " % i * 40, None) for i in range(6)]
+    big = ProducerBatch(("t", 1), RecordBatchBuilder(bytearray(1 << 16), 1 << 16, CompressionType.GZIP, 1, 0.5),
+                        1000.0)
+    for ts, key, value, headers in records:
+        assert big.try_append(ts, key, value, headers, None, 1000.0) is not None
+    big.close()
+    parts = big.split(2000)
+    assert len(parts) > 1
+    assert all(p.builder.compression_ratio_estimate == pytest.approx(0.5) for p in parts)
+    first = 0
+    for part in parts:
+        expected = encode_batch(records[first:first + part.record_count], compression=CompressionType.GZIP,
+                                compression_level=1)
+        assert bytes(part.close()) == expected
+        first += part.record_count
+    assert encode_batch(records[:parts[0].record_count], compression=CompressionType.GZIP) != \
+        bytes(parts[0].close())  # the level shows in the bytes

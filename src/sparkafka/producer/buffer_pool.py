@@ -4,12 +4,13 @@ How it works: ``buffer.memory`` bytes are split between a free list of ``batch.s
 reused (so the common case allocates nothing) and a counter of not-yet-allocated ("non-pooled")
 bytes. ``allocate(size)`` hands out a pooled buffer when ``size == batch.size`` and one is free;
 otherwise it takes ``size`` bytes from the counter, first releasing free-list buffers into the counter
-if needed, and builds the new ``bytearray`` outside the lock. When there is not enough memory the
-caller queues a ``threading.Condition`` (all on the one pool lock) at the tail of a FIFO and waits up
-to ``max.block.ms``; memory released by ``deallocate`` is given to the head waiter, which keeps
-collecting partial amounts until it has ``size`` bytes, so the longest waiter is served first. A
-waiter that times out returns what it collected and raises ``BufferExhaustedError``; ``close()``
-wakes every waiter with ``ProducerClosedError``. Bytes handed out never exceed ``buffer.memory``.
+if needed, and builds the new ``bytearray`` outside the lock (giving the bytes back if that fails).
+When there is not enough memory the caller queues a ``threading.Condition`` (all on the one pool
+lock) at the tail of a FIFO and waits up to ``max.block.ms``; memory released by ``deallocate`` is
+given to the head waiter, which keeps collecting partial amounts until it has ``size`` bytes, so the
+longest waiter is served first. A waiter that times out returns what it collected and raises
+``BufferExhaustedError``; ``close()`` wakes every waiter with ``ProducerClosedError``. Bytes handed
+out never exceed ``buffer.memory``.
 """
 
 from __future__ import annotations
@@ -103,7 +104,19 @@ class BufferPool:
                     self._waiters[0].notify()
             finally:
                 lock.release()
-        return bytearray(size) if buffer is None else buffer
+        return self._new_buffer(size) if buffer is None else buffer
+
+    def _new_buffer(self, size: int) -> bytearray:
+        """Build a buffer for bytes already taken from the budget; if that fails (MemoryError) the bytes
+        go back and the next waiter is woken (Java's ``safeAllocateByteBuffer``)."""
+        try:
+            return bytearray(size)
+        except BaseException:
+            with self._lock:
+                self._non_pooled += size
+                if self._waiters:
+                    self._waiters[0].notify()
+            raise
 
     def _wait_for_memory(self, size: int, max_block_ms: float) -> bytearray | None:
         """Queue as a waiter until ``size`` bytes are collected. Called with the lock held."""

@@ -496,10 +496,13 @@ class ProducerBatch:
         return batches
 
     def _default_builder_factory(self) -> BuilderFactory:
-        compression = self.builder.compression
+        """New builders with this batch's codec, level and ratio estimate (Java's split reuses the
+        builder's ``Compression``)."""
+        builder = self.builder
+        compression, level, ratio = builder.compression, builder.compression_level, builder.compression_ratio_estimate
 
         def make(limit: int) -> RecordBatchBuilder:
-            return RecordBatchBuilder(None, limit, compression)
+            return RecordBatchBuilder(None, limit, compression, level, ratio)
 
         return make
 

@@ -407,6 +407,17 @@ class RecordBatchBuilder:
         return self._compression
 
     @property
+    def compression_level(self) -> int | None:
+        """The level given (None: the codec's default)."""
+        return self._compression_level
+
+    @property
+    def compression_ratio_estimate(self) -> float:
+        """The compression ratio estimate the size accounting uses (1.0 without compression)."""
+        factor = self._ratio_factor
+        return factor / COMPRESSION_RATE_ESTIMATION_FACTOR if factor else 1.0
+
+    @property
     def base_timestamp(self) -> int:
         """Timestamp of the first record (undefined before one is appended)."""
         return self._base_timestamp
