@@ -16,6 +16,7 @@ from sparkafka.cli.perf import (
     make_keys,
     options_from_args,
     random_payload,
+    random_payloads,
     read_payloads,
     run_perf,
 )
@@ -99,7 +100,8 @@ def test_options_are_validated_with_typed_errors() -> None:
     good = ["perf", "--num-records", "10", "--record-size", "5", "--throughput", "-1",
             "--producer-props", "acks=all", "linger.ms=5"]
     options = options_from_args(parser.parse_args(good))
-    assert options.producer_config == {"acks": "all", "linger.ms": "5"} and options.payloads == [random_payload(5)]
+    assert options.producer_config == {"acks": "all", "linger.ms": "5"} and options.payloads == random_payloads(5)
+    assert len(options.payloads) == 4096 and len(set(options.payloads)) > 4000
     for bad, field in [(["--throughput", "0"], "throughput"), (["--threads", "0"], "threads"),
                        (["--num-records", "0"], "num-records"), (["--key-size", "-1"], "key-size")]:
         args = parser.parse_args(good + bad)

@@ -425,7 +425,11 @@ class EmbeddedBroker:
             except OSError as exc:
                 raise BrokerStartError(f"could not run the Tansu binary {binary!r}: {exc}") from exc
         self._child.proc = proc
-        self._wait_ready(proc, port)
+        try:
+            self._wait_ready(proc, port)
+        except BaseException:  # Ctrl-C while waiting, too: a broker that start() did not return is not left running
+            self.kill()
+            raise
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], port: int) -> None:
         where = f"{_format_host(self._host)}:{port}"

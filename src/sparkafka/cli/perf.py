@@ -1,11 +1,20 @@
 """``sparkafka perf``: a producer load test, like Kafka's ``kafka-producer-perf-test``.
 
 How it works: ``--threads`` threads share one ``KafkaProducer`` and each sends its share of
-``--num-records`` records (a fixed payload of ``--record-size`` random letters, or payloads from
-``--payload-file``; keys of ``--key-size`` bytes from a pool of 65,536 distinct keys, or none).
+``--num-records`` records (``--record-size`` random upper-case letters, different from record to
+record as in Kafka's tool: a pool of up to 4,096 random payloads, at most 16 MiB, is cycled through;
+or payloads from ``--payload-file``; keys of ``--key-size`` bytes from a pool of up to 65,536
+distinct keys, at most 64 MiB, or none).
 ``--throughput`` caps the rate (records/s over all threads, -1 = no cap). Without
 ``--bootstrap-servers`` (or ``bootstrap.servers`` in the producer settings) an embedded Tansu broker
-runs for the test and the topic is created.
+runs for the test and the topic is created. The producer settings are checked before anything
+starts, and a record (payload plus key) larger than the producer accepts is an option error.
+
+Errors: a record that fails in the producer is counted (``errors``; the first one is shown); a
+``send()`` that raises (metadata or memory not available within ``max.block.ms``) stops every
+sending thread, the records already sent are flushed (bounded by ``delivery.timeout.ms``), and the
+final line says how many records were not sent and why; the exit code is then 1. Ctrl-C closes the
+producer at once (pending records fail) instead of waiting for them.
 
 Measuring stays cheap: every record gets the same counting callback (no allocation per record);
 every ``--latency-sample-every``-th record instead gets a sampling callback (one small slotted
@@ -34,15 +43,22 @@ import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from sparkafka.errors import ConfigError, KafkaError
+
+if TYPE_CHECKING:
+    from sparkafka.config import ProducerConfig
 
 DEFAULT_PARTITIONS = 6
 KEY_POOL = 1 << 16
 """Distinct keys cycled through (a power of two: the key of record i is ``keys[i & (KEY_POOL - 1)]``)."""
 PAYLOAD_POOL = 1 << 12
-"""Payload choices cycled through when a payload file has several payloads."""
+"""Payload choices cycled through (random payloads of --record-size, or draws from a payload file)."""
+PAYLOAD_POOL_BYTES = 16 << 20
+"""Memory cap of the --record-size payload pool (fewer payloads when they are large)."""
+KEY_POOL_BYTES = 64 << 20
+"""Memory cap of the key pool (fewer distinct keys when they are large)."""
 MAX_SAMPLES = 1_000_000
 """Latency samples kept at most (the sampling interval grows with --num-records to stay under it)."""
 DEFAULT_SAMPLE_EVERY = 8
@@ -111,7 +127,7 @@ class PerfOptions:
             raise ConfigError(f"--key-size must be >= 0, got {self.key_size}", "key-size")
         if self.threads < 1 or self.threads > 256:
             raise ConfigError(f"--threads must be in 1..256, got {self.threads}", "threads")
-        if self.throughput == 0 or (self.throughput < 0 and self.throughput != -1):
+        if not (self.throughput > 0 or self.throughput == -1) or math.isinf(self.throughput):
             raise ConfigError(f"--throughput must be > 0 or -1 (no limit), got {self.throughput}", "throughput")
         if self.sample_every is not None and self.sample_every < 1:
             raise ConfigError(f"--latency-sample-every must be >= 1, got {self.sample_every}",
@@ -121,17 +137,32 @@ class PerfOptions:
                               "reporting-interval")
 
 
+_LETTERS = bytes(65 + b % 26 for b in range(256))
+"""Maps a random byte to an upper-case letter (A..V a little likelier than W..Z: 10/256 against 9/256)."""
+
+
 def random_payload(size: int, seed: int = 0) -> bytes:
     """``size`` random upper-case letters (what Kafka's perf tool sends: compressible like text)."""
-    if size < 0:
-        raise ConfigError(f"--record-size must be >= 0, got {size}", "record-size")
-    rng = random.Random(seed)
-    return bytes(rng.randrange(65, 91) for _ in range(size))
+    return random_payloads(size, 1, seed)[0]
+
+
+def random_payloads(size: int, count: int = PAYLOAD_POOL, seed: int = 0) -> list[bytes]:
+    """Up to ``count`` different payloads of ``size`` random upper-case letters, together at most
+    ``PAYLOAD_POOL_BYTES`` (at least one). Kafka's tool draws new letters for every record; cycling
+    through a pool costs nothing per record and keeps batches from compressing like identical records."""
+    if size < 1:
+        raise ConfigError(f"--record-size must be >= 1, got {size}", "record-size")
+    count = max(1, min(count, PAYLOAD_POOL_BYTES // size))
+    data = random.Random(seed).randbytes(size * count).translate(_LETTERS)
+    return [data[i:i + size] for i in range(0, size * count, size)]
 
 
 def read_payloads(path: str, delimiter: str) -> list[bytes]:
     """The non-empty payloads of a file split on ``delimiter`` (``\\n`` escapes are understood)."""
-    sep = delimiter.encode().decode("unicode_escape").encode()
+    try:  # backslash escapes only: other characters (non-ASCII ones too) stand for themselves
+        sep = delimiter.encode("latin-1", "backslashreplace").decode("unicode_escape").encode()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--payload-delimiter {delimiter!r}: {exc}", "payload-delimiter") from exc
     if not sep:
         raise ConfigError("--payload-delimiter must not be empty", "payload-delimiter")
     try:
@@ -146,9 +177,12 @@ def read_payloads(path: str, delimiter: str) -> list[bytes]:
 
 
 def make_keys(key_size: int, count: int = KEY_POOL) -> list[bytes | None]:
-    """``count`` distinct keys of ``key_size`` bytes (decimal, zero-padded), or ``[None]``."""
+    """``count`` keys of ``key_size`` bytes (decimal, zero-padded; distinct when ``key_size`` allows),
+    fewer (a power of two) when they would take more than ``KEY_POOL_BYTES``; or ``[None]``."""
     if key_size <= 0:
         return [None]
+    while count > 1 and count * key_size > KEY_POOL_BYTES:
+        count >>= 1
     keys: list[bytes | None] = []
     for i in range(count):
         digits = b"%d" % i
@@ -299,6 +333,14 @@ class PerfResult:
     latency_samples: int
     threads: int
     first_error: str | None = None
+    sent: int = -1
+    """Records handed to ``send()`` (``records`` unless a ``send()`` raised; -1 is taken as ``records``)."""
+    send_error: str | None = None
+    """What the ``send()`` that stopped the run raised."""
+
+    def __post_init__(self) -> None:
+        if self.sent < 0:
+            self.sent = self.records
 
     @property
     def records_per_second(self) -> float:
@@ -310,11 +352,11 @@ class PerfResult:
 
     @property
     def send_records_per_second(self) -> float:
-        return self.records / self.send_seconds if self.send_seconds > 0 else 0.0
+        return self.sent / self.send_seconds if self.send_seconds > 0 else 0.0
 
     @property
     def cpu_seconds_per_million(self) -> float:
-        return self.cpu_seconds / self.records * 1e6 if self.records else 0.0
+        return self.cpu_seconds / self.sent * 1e6 if self.sent else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -334,6 +376,9 @@ class PerfResult:
                 f"records); peak RSS {self.peak_rss_mb:.0f} MB.")
         if self.errors:
             text += f" {self.errors} records FAILED, first error: {self.first_error}"
+        if self.sent < self.records:
+            text += (f" {self.records - self.sent} records NOT SENT: send() raised {self.send_error} "
+                     "(the run stopped there)")
         return text
 
 
@@ -376,9 +421,19 @@ class _Reporter(threading.Thread):
             last_acked, last_t = acked, now
 
 
+class _SendStopped(Exception):
+    """A ``send()`` raised ``__cause__`` after ``sent`` records of the share were sent."""
+
+    def __init__(self, sent: int) -> None:
+        super().__init__(sent)
+        self.sent = sent
+
+
 def _send_share(producer: Any, options: PerfOptions, stats: LatencyStats, keys: Sequence[bytes | None],
-                payloads: Sequence[bytes], start: int, end: int, started: float) -> None:
-    """Send records ``start..end-1`` (global numbering, so sample slots never collide)."""
+                payloads: Sequence[bytes], start: int, end: int, started: float, stop: threading.Event) -> int:
+    """Send records ``start..end-1`` (global numbering, so sample slots never collide); return how many
+    were sent: all, unless ``stop`` is set (checked every ``sample_every`` records and while throttled).
+    A ``send()`` that raises becomes ``_SendStopped`` (the count so far, the error as ``__cause__``)."""
     send = producer.send
     topic = options.topic
     on_ack = stats.on_ack
@@ -388,25 +443,39 @@ def _send_share(producer: Any, options: PerfOptions, stats: LatencyStats, keys: 
     payload_mask = len(payloads) - 1
     rate = options.throughput / options.threads if options.throughput > 0 else 0.0
     first = start + (-start % every)  # the first sampled record of this share
-    # unsampled records before it
-    for i in range(start, min(first, end)):
-        send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
-    sent = first - start
-    for base in range(first, end, every):
-        send(topic, payloads[base & payload_mask], keys[base & key_mask], callback=sampled(base // every))
-        for i in range(base + 1, min(base + every, end)):
+    i = start  # the record being sent, for the count when send() raises
+    try:
+        # unsampled records before it
+        for i in range(start, min(first, end)):
             send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
-        if rate:
-            sent += min(every, end - base)
-            ahead = sent / rate - (time.perf_counter() - started)
-            if ahead > 0.001:
-                time.sleep(ahead)
+        sent = first - start
+        for base in range(first, end, every):
+            if stop.is_set():
+                return base - start
+            i = base
+            send(topic, payloads[base & payload_mask], keys[base & key_mask], callback=sampled(base // every))
+            for i in range(base + 1, min(base + every, end)):
+                send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+            if rate:
+                sent += min(every, end - base)
+                ahead = sent / rate - (time.perf_counter() - started)
+                if ahead > 0.001 and stop.wait(ahead):
+                    return min(base + every, end) - start
+    except Exception as exc:
+        raise _SendStopped(i - start) from exc
+    return end - start
 
 
 def run_perf(producer: Any, options: PerfOptions,
-             emit: Callable[[dict[str, Any], str], None] | None = None) -> PerfResult:
+             emit: Callable[[dict[str, Any], str], None] | None = None, *,
+             report_send_errors: bool = False) -> PerfResult:
     """Run the load test on ``producer`` (anything with sparkafka's ``send(topic, value, key,
-    callback=)`` and ``flush()``) and return the totals. ``emit(json_dict, text)`` gets progress."""
+    callback=)`` and ``flush()``) and return the totals. ``emit(json_dict, text)`` gets progress.
+
+    A ``send()`` that raises stops every sending thread. By default its error is raised (nothing is
+    flushed); with ``report_send_errors`` a ``KafkaError`` is reported instead: the records sent so
+    far are flushed and the result says how many were sent (``sent``) and why the run stopped
+    (``send_error``)."""
     options.validate()
     every = choose_sample_every(options.num_records, options.sample_every)
     stats = LatencyStats(options.num_records, every)
@@ -421,34 +490,50 @@ def run_perf(producer: Any, options: PerfOptions,
         reporter = _Reporter(stats, options.reporting_interval, payload_total / options.num_records, emit)
     n, t = options.num_records, options.threads
     bounds = [n * i // t for i in range(t + 1)]
+    stop = threading.Event()
+    counts = [0] * t
+    failures: list[BaseException] = []  # in the order they happened
+
+    def share(index: int) -> None:
+        try:
+            counts[index] = _send_share(producer, options, stats, keys, payloads, bounds[index],
+                                        bounds[index + 1], started, stop)
+        except _SendStopped as exc:
+            counts[index] = exc.sent
+            failures.append(exc.__cause__ or exc)
+            stop.set()
+        except BaseException as exc:  # re-raised in the calling thread below
+            failures.append(exc)
+            stop.set()
+
     cpu0 = _cpu_seconds()
     started = time.perf_counter()
     if reporter is not None:
         reporter.start()
+    send_error: BaseException | None = None
     try:
         if t == 1:
-            _send_share(producer, options, stats, keys, payloads, 0, n, started)
+            try:
+                counts[0] = _send_share(producer, options, stats, keys, payloads, 0, n, started, stop)
+            except _SendStopped as exc:
+                counts[0] = exc.sent
+                failures.append(exc.__cause__ or exc)
         else:
-            failures: list[BaseException] = []
-
-            def share(start: int, end: int) -> None:
-                try:
-                    _send_share(producer, options, stats, keys, payloads, start, end, started)
-                except BaseException as exc:  # re-raised in the calling thread below
-                    failures.append(exc)
-
-            workers = [threading.Thread(target=share, name=f"sparkafka-perf-{i}", args=(bounds[i], bounds[i + 1]))
+            workers = [threading.Thread(target=share, name=f"sparkafka-perf-{i}", args=(i,), daemon=True)
                        for i in range(t)]
             for w in workers:
                 w.start()
             for w in workers:
                 w.join()
-            if failures:
+        if failures:
+            if not report_send_errors or not isinstance(failures[0], KafkaError):
                 raise failures[0]
+            send_error = failures[0]
         send_done = time.perf_counter()
         producer.flush()
         finished = time.perf_counter()
     finally:
+        stop.set()  # worker threads still sending (Ctrl-C in the calling thread) stop
         if reporter is not None:
             reporter.stop_event.set()
     cpu = _cpu_seconds() - cpu0
@@ -460,6 +545,7 @@ def run_perf(producer: Any, options: PerfOptions,
         peak_rss_mb=peak_rss_mb(), latency_avg_ms=stats.total_sum / samples if samples else 0.0,
         latency_max_ms=stats.total_max, percentiles_ms=stats.percentiles(), latency_samples=samples,
         threads=t, first_error=None if stats.first_error is None else repr(stats.first_error),
+        sent=sum(counts), send_error=None if send_error is None else repr(send_error),
     )
 
 
@@ -493,7 +579,7 @@ def _printer(as_json: bool, out: TextIO) -> Callable[[dict[str, Any], str], None
 
 def options_from_args(args: argparse.Namespace) -> PerfOptions:
     if args.record_size is not None:
-        payloads = [random_payload(args.record_size)]
+        payloads = random_payloads(args.record_size)
     else:
         payloads = read_payloads(args.payload_file, args.payload_delimiter)
     config: dict[str, str] = {}
@@ -510,6 +596,7 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sparkafka.config import ProducerConfig
     from sparkafka.producer.producer import KafkaProducer
 
     emit = _printer(args.json, sys.stdout)
@@ -517,23 +604,45 @@ def run(args: argparse.Namespace) -> int:
         options = options_from_args(args)
         config: dict[str, Any] = dict(options.producer_config)
         from_props = _pop_bootstrap_servers(config)
+        settings = ProducerConfig.from_mapping(config, allow_empty_bootstrap=True)  # before any broker starts
+        _check_record_size(options, settings, f"--record-size {args.record_size}" if args.record_size is not None
+                           else "the largest payload of --payload-file")
         with _bootstrap(args.bootstrap_servers or from_props) as (servers, embedded):
             partitions = args.partitions if args.partitions is not None else (
                 DEFAULT_PARTITIONS if embedded else None)
             if partitions is not None:
-                _create_topic(servers, options.topic, partitions)
+                _create_topic(servers, options.topic, partitions, settings)
             config["bootstrap.servers"] = servers
             producer = KafkaProducer(config)
+            done = False
             try:
                 producer.partitions_for(options.topic)  # metadata before the clock starts
-                result = run_perf(producer, options, emit)
+                result = run_perf(producer, options, emit, report_send_errors=True)
+                done = True
             finally:
-                producer.close()
+                # after an error or Ctrl-C, fail what is pending at once instead of waiting for it
+                # (up to delivery.timeout.ms when the broker is gone)
+                producer.close(None if done else 0)
     except (ConfigError, KafkaError, OSError) as exc:
         print(f"sparkafka perf: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     emit(result.to_dict(), result.line())
-    return 1 if result.errors else 0
+    return 1 if result.errors or result.sent < result.records else 0
+
+
+def _check_record_size(options: PerfOptions, settings: ProducerConfig, what: str) -> None:
+    """An option error if the largest record is more than the producer accepts (it would fail every send)."""
+    from sparkafka.record.builder import estimate_batch_size_upper_bound
+
+    limit = min(settings.max_request_size, settings.buffer_memory)
+    value = max(options.payloads, key=len)
+    key = b"0" * options.key_size if options.key_size > 0 else None
+    size = estimate_batch_size_upper_bound(key, value, None)
+    if size > limit:
+        raise ConfigError(
+            f"{what} with --key-size {options.key_size} makes records of {size} bytes (as a one-record "
+            f"batch), more than the producer accepts: min(max.request.size, buffer.memory) = {limit}",
+            "record-size")
 
 
 def _pop_bootstrap_servers(config: dict[str, Any]) -> str | None:
@@ -547,10 +656,12 @@ def _pop_bootstrap_servers(config: dict[str, Any]) -> str | None:
     return found
 
 
-def _create_topic(servers: str, topic: str, partitions: int) -> None:
+def _create_topic(servers: str, topic: str, partitions: int, settings: ProducerConfig) -> None:
+    """Create the topic if missing, with the producer's security settings, within ``max.block.ms``."""
     from sparkafka.net.admin import AdminClient
 
     if partitions < 1:
         raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
-    with AdminClient(servers) as admin:
-        admin.create_topics([(topic, partitions, 1)], exist_ok=True)
+    with AdminClient(servers, security=settings,
+                     request_timeout_ms=min(settings.request_timeout_ms, settings.max_block_ms)) as admin:
+        admin.create_topics([(topic, partitions, 1)], timeout_ms=settings.max_block_ms, exist_ok=True)

@@ -5,7 +5,8 @@ built-in order-event generator (``--rows``, generated inside Spark). ``shape_rec
 row a record: key = ``--key-column`` (default ``order_id``, else the first column), value = JSON of
 the row (or ``--value-format raw|avro``), headers = source, schema and content type. The topic is
 created if missing (``--partitions``) with ``sparkafka.net.admin``; its end offsets are read
-(ListOffsets) before and after. Without ``--bootstrap-servers`` an embedded Tansu broker is
+(ListOffsets) before and after; these admin calls use the security settings of the producer
+configuration (``-X security.protocol=...``). Without ``--bootstrap-servers`` an embedded Tansu broker is
 started for the run and stopped at the end. While the write runs, a thread polls the broker's end
 offsets each second and prints records/s; at the end a summary gives rows read, records
 acknowledged, bytes, throughput, per-partition counts and the end offsets before and after.
@@ -124,8 +125,9 @@ class ProgressPrinter:
     """Polls the topic's end offsets every ``interval`` s and prints records/s (own admin client)."""
 
     def __init__(self, bootstrap: str, topic: str, before: Mapping[int, int], out: TextIO = sys.stderr,
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0, security: Mapping[str, str] | None = None) -> None:
         self._bootstrap = bootstrap
+        self._security = security
         self._topic = topic
         self._before = dict(before)
         self._out = out
@@ -151,7 +153,7 @@ class ProgressPrinter:
         started = last_t = time.monotonic()
         last = 0
         tty = self._out.isatty()
-        with AdminClient(self._bootstrap) as admin:
+        with AdminClient(self._bootstrap, security=self._security or None) as admin:
             while not self._stop.wait(self._interval):
                 try:
                     offsets = admin.list_offsets(self._topic, timeout_ms=max(500.0, self._interval * 1000))
@@ -235,7 +237,8 @@ def run_pipeline(
     shaped = shape_records(df, key_column=key_column, value_format=value_format, value_column=value_column,
                            headers={"source": source, "schema": schema_name})
 
-    with AdminClient(bootstrap) as admin:
+    security = dict(producer_config or {}) or None  # the admin calls authenticate like the producer
+    with AdminClient(bootstrap, security=security) as admin:
         admin.create_topics([(topic, partitions, 1)], exist_ok=True)
         before = admin.list_offsets(topic)
 
@@ -250,7 +253,7 @@ def run_pipeline(
         for key, value in (extra_options or {}).items():
             writer = writer.option(key, value)
         started = time.monotonic()
-        with (ProgressPrinter(bootstrap, topic, before, progress) if progress is not None
+        with (ProgressPrinter(bootstrap, topic, before, progress, security=security) if progress is not None
               else contextlib.nullcontext()):
             writer.mode("append").save()
         seconds = time.monotonic() - started
@@ -258,7 +261,7 @@ def run_pipeline(
     if not summaries:
         raise KafkaError("the write finished without a commit summary from the sink")
     summary = summaries[-1]
-    with AdminClient(bootstrap) as admin:
+    with AdminClient(bootstrap, security=security) as admin:
         after = admin.list_offsets(topic)
     counts = {int(tp.rpartition(":")[2]): r[2] for tp, r in summary.partitions.items()}
     acked = {int(tp.rpartition(":")[2]): [r[0], r[1]] for tp, r in summary.partitions.items()}
