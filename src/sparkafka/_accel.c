@@ -227,8 +227,10 @@ static PyObject *accel_append_open(PyObject *self, PyObject *const *args, Py_ssi
     long long after = uncompressed + total;
     /* Python computes 61 + int(after * factor): a double product truncated toward zero */
     long long estimate = 61 + (factor != 0.0 ? (long long)((double)after * factor) : after);
-    /* ... and when compressing at most MAX_UNCOMPRESSED_RATIO (2, builder.py) x the limit of uncompressed bytes */
-    if (estimate >= limit || (factor != 0.0 && after > 2 * limit)) {
+    /* ... and when compressing at most MAX_UNCOMPRESSED_RATIO (2, builder.py) x the limit of uncompressed bytes,
+     * and Java's hasRoomFor: the estimate so far plus the record uncompressed must fit */
+    long long before = 61 + (factor != 0.0 ? (long long)((double)uncompressed * factor) : uncompressed);
+    if (estimate >= limit || (factor != 0.0 && (before + total > limit || after > 2 * limit))) {
         result = PyLong_FromLong(-1);
         goto done;
     }

@@ -243,7 +243,8 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
     a.after = uncompressed + a.total;
     /* Python: 61 + int(after * factor) when compressing (a double product truncated toward zero) */
     a.estimate = RECORD_BATCH_OVERHEAD + (factor != 0.0 ? (long long)((double)a.after * factor) : a.after);
-    if (a.estimate >= limit || (factor != 0.0 && a.after > MAX_UNCOMPRESSED_RATIO * limit))
+    if (a.estimate >= limit
+        || (factor != 0.0 && (old_estimate + a.total > limit || a.after > MAX_UNCOMPRESSED_RATIO * limit)))
         return 0; /* it would fill the batch: ``append`` does that */
     a.grown = a.estimate - old_estimate;
     if (sticky != NULL && produced + a.grown >= double_size)

@@ -79,6 +79,29 @@ def test_lane_appends_what_the_python_send_appends(target: Target) -> None:
     assert {p: [(r.key, r.value) for r in lane_read if r.partition == p] for p in by_partition} == by_partition
 
 
+def test_compressed_batches_take_the_records_java_has_room_for_on_both_paths(target: Target) -> None:
+    """Java's hasRoomFor counts the next record uncompressed (estimate so far + record <= batch.size):
+    at a 0.5 ratio estimate 6,000-byte values make 16 KB batches of 4 records. The lane (and the Python
+    fast path) checked the estimate after the record and made batches of 5."""
+    per_batch = []
+    for use_lane in (True, False):
+        topic = target.topic(partitions=1)
+        producer = target.producer({"linger.ms": 50, "batch.size": 16384, "compression.type": "lz4"})
+        lane = _lane(producer)
+        producer.send(topic, b"first", b"k").get(20)  # the topic's accumulator state exists
+        info = producer._accumulator._topics.get(topic)
+        assert info is not None
+        info.compression_ratio = 0.5  # as if earlier batches compressed to half
+        send = lane if use_lane else functools.partial(KafkaProducer.send, producer)
+        before = producer.metrics_registry.batches_sent
+        futures = [send(topic, b"v" * 6000, b"k") for _ in range(20)]
+        producer.flush(30)
+        assert [f.get(0).offset for f in futures] == list(range(1, 21))
+        assert (lane.fast_count > 0) == use_lane
+        per_batch.append(producer.metrics_registry.batches_sent - before)
+    assert per_batch == [5, 5]  # 20 records, 4 per batch
+
+
 def test_lane_future_and_callback_carry_the_record_metadata(target: Target) -> None:
     topic = target.topic(partitions=1)
     producer = target.producer({"linger.ms": 50})

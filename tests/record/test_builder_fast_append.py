@@ -32,6 +32,24 @@ def test_fast_append_matches_general_append_bytes_and_growth() -> None:
     assert [(r.timestamp, r.key, r.value) for r in decode_batch(fast.close(7, 1, 3, False)).records] == records
 
 
+@pytest.mark.parametrize("impl", ["_try_append_open_py", "_try_append_open_c"])
+def test_compressed_batch_takes_records_while_java_has_room_for_them(impl: str) -> None:
+    """Java's hasRoomFor counts the next record uncompressed: estimate so far + record <= limit. With a
+    0.5 ratio estimate (x 1.05) and 6,000-byte values a 16 KB batch takes 4 records (the 5th: 12,679 +
+    6,009 > 16,384); the fast path used the estimate *after* the record (about 15,834 < 16,384): 5."""
+    if impl == "_try_append_open_c" and accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    builder = RecordBatchBuilder(None, 16384, CompressionType.LZ4, None, 0.5)
+    append_open = getattr(builder, impl)
+    value = b"v" * 6000
+    assert builder.try_append(TS, None, value, None) > 0
+    taken = 1
+    while append_open(TS, None, value) >= 0 or builder.try_append(TS, None, value, None) >= 0:
+        taken += 1
+    assert taken == 4
+    assert builder.estimated_size_in_bytes == 61 + int(builder.uncompressed_bytes * 0.5 * 1.05)
+
+
 def test_fast_append_refuses_empty_closed_and_filling() -> None:
     builder = RecordBatchBuilder(None, 61 + 3 * 10)  # three 10-byte records (b"abc" value, no key)
     assert builder.try_append_open(TS, None, b"abc") == -1  # empty: the first record goes the general way

@@ -345,7 +345,9 @@ class RecordBatchBuilder:
         uncompressed = self.uncompressed_bytes + total
         factor = self._ratio_factor
         new = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
-        if new >= self._write_limit or (factor and uncompressed > MAX_UNCOMPRESSED_RATIO * self._write_limit):
+        limit = self._write_limit
+        if new >= limit or (factor and (self.estimated_size_in_bytes + total > limit  # Java's hasRoomFor
+                                        or uncompressed > MAX_UNCOMPRESSED_RATIO * limit)):
             return -1
         pos = self._pos
         end = pos + total
