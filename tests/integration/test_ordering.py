@@ -97,7 +97,8 @@ def test_callbacks_run_without_polling(target: Target) -> None:
 
 
 def test_failure_callback_signature(mock_target: Target) -> None:
-    """A failed record calls back with (None, typed error); one raising callback does not stop others."""
+    """A failed record calls back with (metadata: its partition, -1 elsewhere, as Java; typed error); one
+    raising callback does not stop the others."""
     assert mock_target.mock is not None
     topic = mock_target.topic(1)
     producer = mock_target.producer({"linger.ms": 50, "retries": 0, "enable.idempotence": False})
@@ -117,7 +118,7 @@ def test_failure_callback_signature(mock_target: Target) -> None:
     producer.flush(10)
     assert len(got) == 2
     for metadata, exc in got:
-        assert metadata is None
+        assert metadata == RecordMetadata(topic, 0, -1, -1, -1, -1)  # Java: partition known, the rest -1
         assert isinstance(exc, errors.BrokerError)
         assert exc.code == errors.TOPIC_AUTHORIZATION_FAILED
         assert topic in str(exc)

@@ -191,7 +191,7 @@ def test_fast_path_callbacks_see_log_append_time_and_errors() -> None:
     boom = RuntimeError("record 2 rejected")
     failing.done(-1, -1, RuntimeError("batch"), {2: boom})
     assert [e for _, e in errs] == [failing.result.error, boom]
-    assert all(md is None for md, _ in errs)
+    assert all(md == ("t", 1, -1, -1, -1, -1) for md, _ in errs)  # Java: the partition and -1 elsewhere
 
 
 def test_split_keeps_fast_path_callbacks_and_futures() -> None:

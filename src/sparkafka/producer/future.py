@@ -55,8 +55,9 @@ class RecordMetadata(NamedTuple):
     serialized_value_size: int
 
 
-RecordCallback = Callable[["RecordMetadata | None", "BaseException | None"], object]
-"""A send callback: ``callback(metadata, None)`` on success, ``callback(None, error)`` on failure."""
+RecordCallback = Callable[["RecordMetadata", "BaseException | None"], object]
+"""A send callback: ``callback(metadata, None)`` on success; ``callback(metadata, error)`` on failure,
+where, as in Java, ``metadata`` has the topic and partition and -1 in every other field."""
 
 
 class ProduceRequestResult:

@@ -433,8 +433,8 @@ class ProducerBatch:
                 error = result.error_for(index)
                 if error is None:
                     callback(future._metadata(result, index), None)  # type: ignore[operator]
-                else:
-                    callback(None, error)  # type: ignore[operator]
+                else:  # as Java: the partition is known, every other field is -1
+                    callback(RecordMetadata(self.tp[0], self.tp[1], -1, -1, -1, -1), error)  # type: ignore[operator]
             except Exception:
                 log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
                               self.tp[0], self.tp[1])
