@@ -99,6 +99,10 @@ typedef struct {
     PyObject *accumulator; /* RecordAccumulator: ._closed */
     PyObject *topics;      /* the accumulator's CopyOnWriteMap[str, _TopicInfo] */
     PyObject *tm;          /* TransactionManager or None: .last_error */
+    /* the instance __dict__ of metadata, accumulator and tm (NULL for None): the plain attributes the
+     * lane reads are looked up there, without PyObject_GetAttr's walk of the class (a third of the
+     * lane's attribute cost per record) */
+    PyObject *metadata_dict, *accumulator_dict, *tm_dict;
     PyTypeObject *types[C_COUNT];
     Py_ssize_t offsets[S_COUNT];
 } SendLane;
@@ -199,10 +203,9 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
         return -1;
     if (queued == 0)
         return 0;
-    PyObject *closed = PyObject_GetAttr(lane->accumulator, str_closed);
+    PyObject *closed = PyDict_GetItemWithError(lane->accumulator_dict, str_closed); /* borrowed */
     if (closed == NULL)
-        return -1;
-    Py_DECREF(closed);
+        return PyErr_Occurred() ? -1 : 0;
     if (closed != Py_False)
         return 0;
     PyObject *batch = PySequence_GetItem(dq, queued - 1); /* new reference; the deque keeps one too */
@@ -348,17 +351,20 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
     Py_ssize_t value_len = value == Py_None ? -1 : PyBytes_GET_SIZE(value);
     if ((long long)key_len + value_len + 258 >= lane->record_limit) /* send() checks the size */
         return lane_hand_over(lane, args, nargsf, kwnames);
-    if (lane->tm != Py_None) {
-        PyObject *err = PyObject_GetAttr(lane->tm, str_last_error);
-        if (err == NULL)
+    if (lane->tm_dict != NULL) {
+        PyObject *err = PyDict_GetItemWithError(lane->tm_dict, str_last_error); /* borrowed */
+        if (err == NULL && PyErr_Occurred())
             return NULL;
-        Py_DECREF(err);
         if (err != Py_None)
             return lane_hand_over(lane, args, nargsf, kwnames);
     }
-    PyObject *cluster = PyObject_GetAttr(lane->metadata, str_cluster);
-    if (cluster == NULL)
-        return NULL;
+    PyObject *cluster = PyDict_GetItemWithError(lane->metadata_dict, str_cluster);
+    if (cluster == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return lane_hand_over(lane, args, nargsf, kwnames);
+    }
+    Py_INCREF(cluster);
     long n = -1;
     if (IS(lane, cluster, C_CLUSTER)) {
         PyObject *counts = LANE_SLOT(lane, cluster, S_COUNTS);
@@ -471,6 +477,19 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     lane->topics = topics;
     Py_INCREF(tm);
     lane->tm = tm;
+    lane->metadata_dict = PyObject_GenericGetDict(metadata, NULL);
+    lane->accumulator_dict = PyObject_GenericGetDict(accumulator, NULL);
+    lane->tm_dict = tm == Py_None ? NULL : PyObject_GenericGetDict(tm, NULL);
+    if (lane->metadata_dict == NULL || lane->accumulator_dict == NULL || (tm != Py_None && lane->tm_dict == NULL)) {
+        Py_DECREF(lane);
+        return NULL;
+    }
+    if (!PyDict_CheckExact(lane->metadata_dict) || !PyDict_CheckExact(lane->accumulator_dict)
+        || (lane->tm_dict != NULL && !PyDict_CheckExact(lane->tm_dict))) {
+        PyErr_SetString(PyExc_TypeError, "SendLane: metadata, accumulator and tm need a plain instance __dict__");
+        Py_DECREF(lane);
+        return NULL;
+    }
     return (PyObject *)lane;
 }
 
@@ -480,6 +499,9 @@ static int lane_traverse(SendLane *lane, visitproc visit, void *arg) {
     Py_VISIT(lane->accumulator);
     Py_VISIT(lane->topics);
     Py_VISIT(lane->tm);
+    Py_VISIT(lane->metadata_dict);
+    Py_VISIT(lane->accumulator_dict);
+    Py_VISIT(lane->tm_dict);
     for (int c = 0; c < C_COUNT; c++)
         Py_VISIT(lane->types[c]);
     return 0;
@@ -492,6 +514,9 @@ static int lane_clear(SendLane *lane) {
     Py_CLEAR(lane->accumulator);
     Py_CLEAR(lane->topics);
     Py_CLEAR(lane->tm);
+    Py_CLEAR(lane->metadata_dict);
+    Py_CLEAR(lane->accumulator_dict);
+    Py_CLEAR(lane->tm_dict);
     for (int c = 0; c < C_COUNT; c++)
         Py_CLEAR(lane->types[c]);
     return 0;

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -144,5 +145,7 @@ def test_send_lane_refuses_a_slot_member_of_another_class() -> None:
         A.SendLane(print, None, None, None, None, 1000, False, tuple(classes))
     # a member inherited from a base class is fine (same offset in the subclass)
     cluster_cls = classes[0] = type("Sub", (_lane_classes()[0],), {"__slots__": ()})
-    lane = A.SendLane(print, None, None, None, None, 1000, False, tuple(classes))
+    lane = A.SendLane(print, SimpleNamespace(), SimpleNamespace(), None, None, 1000, False, tuple(classes))
     assert lane.enabled and cluster_cls is classes[0]
+    with pytest.raises(AttributeError, match="no __dict__"):  # the lane reads these objects' attributes there
+        A.SendLane(print, None, SimpleNamespace(), None, None, 1000, False, tuple(classes))

@@ -237,7 +237,7 @@ class RecordBatchBuilder:
         self._pos = RECORD_BATCH_OVERHEAD
         """End of the records written so far."""
         self._write_limit = write_limit
-        self._compression = CompressionType(compression)
+        self._compression = compression if type(compression) is CompressionType else CompressionType(compression)
         self._compression_level = (
             validate_level(self._compression, compression_level) if compression_level is not None else None
         )
