@@ -110,6 +110,9 @@ typedef struct {
 static PyObject *str_cluster, *str_closed, *str_last_error, *str_locked;
 /* the exact types of a queue's deque and lock (anything else could run Python code: hand over) */
 static PyTypeObject *deque_type, *lock_type;
+/* _thread.lock.locked (METH_NOARGS), called straight for an object of exactly lock_type: no method
+ * lookup per record; NULL if this Python's lock has another shape (then the method is looked up) */
+static PyCFunction lock_locked_fn;
 static PyObject *param_names[N_PARAMS];
 
 static inline PyObject *slot(PyObject *obj, Py_ssize_t offset) { /* borrowed; NULL when unset */
@@ -191,8 +194,13 @@ static int lane_append(SendLane *lane, PyObject *topic, long partition, PyObject
     if (dq == NULL || lock == NULL || Py_TYPE(dq) != deque_type || Py_TYPE(lock) != lock_type)
         return 0;
     /* the lock must be free; from here on nothing releases the GIL until the append is done */
-    PyObject *margs[2] = {NULL, lock};
-    PyObject *held = PyObject_VectorcallMethod(str_locked, margs + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *held;
+    if (lock_locked_fn != NULL) {
+        held = lock_locked_fn(lock, NULL);
+    } else {
+        PyObject *margs[2] = {NULL, lock};
+        held = PyObject_VectorcallMethod(str_locked, margs + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
     if (held == NULL)
         return -1;
     Py_DECREF(held);
@@ -594,6 +602,13 @@ int sparkafka_add_send_lane(PyObject *module) {
         PyErr_SetString(PyExc_ImportError, "sparkafka._accel: collections.deque or _thread.LockType is not a class");
         return -1;
     }
+    PyObject *locked = PyObject_GetAttrString((PyObject *)lock_type, "locked");
+    if (locked == NULL)
+        return -1;
+    if (Py_TYPE(locked) == &PyMethodDescr_Type && ((PyMethodDescrObject *)locked)->d_common.d_type == lock_type
+        && (((PyMethodDescrObject *)locked)->d_method->ml_flags & ~METH_COEXIST) == METH_NOARGS)
+        lock_locked_fn = ((PyMethodDescrObject *)locked)->d_method->ml_meth;
+    Py_DECREF(locked);
     if (PyType_Ready(&SendLaneType) < 0)
         return -1;
     Py_INCREF(&SendLaneType);
