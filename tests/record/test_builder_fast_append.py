@@ -102,6 +102,38 @@ def test_compressed_close_from_the_pooled_buffer(codec: CompressionType) -> None
     assert builder.actual_compression_ratio < 0.5
 
 
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD], ids=lambda c: c.name)
+def test_sealed_compressed_batch_moves_back_into_the_pooled_buffer(codec: CompressionType) -> None:
+    """A batch a new one replaced is compressed at once (Java compresses as it appends): its records,
+    which outgrew the 1 KB pooled buffer uncompressed, go back into it compressed and the private
+    copy is dropped; the producer state written at drain is rewritten into the same bytes."""
+    pooled = bytearray(1024)
+    builder = RecordBatchBuilder(pooled, 1024, codec, None, 0.1)  # a low ratio estimate: room for ~2 KB
+    values = [bytes([65 + i % 3]) * 100 for i in range(18)]
+    builder.try_append(TS, None, values[0], None)
+    for value in values[1:]:
+        assert builder.try_append(TS, None, value, None) > 0
+    assert builder._buf is not pooled  # 18 x ~106 bytes: past the pooled buffer
+    builder.seal()
+    assert builder._buf is pooled and builder.is_full()
+    assert builder.try_append(TS, None, b"x", None) == -1  # sealed: no more appends
+    sealed_size = builder.estimated_size_in_bytes
+    assert sealed_size < 1024
+    wire = builder.close(producer_id=7, producer_epoch=2, base_sequence=40, is_transactional=True)
+    assert wire.obj is pooled and wire.nbytes == sealed_size
+    decoded = decode_batch(bytes(wire))  # the CRC is checked: the rewrite recomputed it
+    assert (decoded.producer_id, decoded.producer_epoch, decoded.base_sequence, decoded.is_transactional) \
+        == (7, 2, 40, True)
+    assert decoded.compression is codec and [r.value for r in decoded.records] == values
+
+
+def test_sealing_an_uncompressed_batch_only_closes_it_for_appends() -> None:
+    builder = RecordBatchBuilder(bytearray(1024), 1024)
+    builder.try_append(TS, None, b"v", None)
+    builder.seal()
+    assert builder.is_full() and builder._built is None
+
+
 def test_records_property_decodes_what_was_appended() -> None:
     builder = RecordBatchBuilder(bytearray(1024), 1024)
     builder.try_append(TS + 5, b"a", b"1", [("x", None)])

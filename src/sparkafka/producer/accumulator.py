@@ -460,7 +460,7 @@ class RecordAccumulator:
                                 RecordAppendResult,
                                 (future, last_full or len(dq) > 1, False, effective, False),
                             )
-                        last.builder.close_for_appends()
+                        last.builder.seal()
                 finally:
                     lock.release()
 
@@ -518,7 +518,7 @@ class RecordAccumulator:
             if future is not None:
                 self.records_appended += 1
                 return RecordAppendResult(future, len(dq) > 1 or last.builder.is_full(), False, pq.tp[1])
-            last.builder.close_for_appends()
+            last.builder.seal()
         builder = RecordBatchBuilder(
             buffer, len(buffer), self._compression, self._compression_level, info.compression_ratio
         )
@@ -998,7 +998,7 @@ class RecordAccumulator:
                             segments.append((last.result, first, count))
                             i += count
                         if i < stop:
-                            last.close_for_appends()
+                            last.builder.seal()
                         ready = ready or len(dq) > 1 or last.builder.is_full()
                 finally:
                     lock.release()

@@ -399,6 +399,16 @@ class RecordBatchBuilder:
         """Refuse further appends (Java ``closeForRecordAppends``)."""
         self._appends_closed = True
 
+    def seal(self) -> None:
+        """Refuse further appends because a new batch takes over; a compressed batch is also compressed
+        now, as Java's appends compress as they go: a queued batch then holds its compressed bytes (in
+        the pooled buffer when they fit) instead of up to twice ``write_limit`` of records in a buffer
+        of their own that ``buffer.memory`` does not count. ``close()`` later only rewrites the
+        producer state and the CRC."""
+        self._appends_closed = True
+        if self._compression != CompressionType.NONE and self.record_count and self._built is None:
+            self.close()
+
     @property
     def is_closed(self) -> bool:
         """True once ``close`` has built the batch bytes."""
@@ -475,7 +485,10 @@ class RecordBatchBuilder:
                     payload = compress(codec, whole[RECORD_BATCH_OVERHEAD:size], self._compression_level)
                 self.actual_compression_ratio = len(payload) / (size - RECORD_BATCH_OVERHEAD)
                 size = RECORD_BATCH_OVERHEAD + len(payload)
-                if size > len(out):
+                pooled = self._buffer
+                if pooled is not None and out is not pooled and size <= len(pooled):
+                    out = self._buf = pooled  # back in the pooled buffer: the uncompressed copy is freed
+                elif size > len(out):
                     out = self._buf = bytearray(size)
                 out[RECORD_BATCH_OVERHEAD:size] = payload
             built = _finish_batch(
