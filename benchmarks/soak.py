@@ -239,6 +239,8 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none",
+                        help="compression.type of the producer")
     args = parser.parse_args()
 
     from sparkafka.producer.producer import KafkaProducer
@@ -249,7 +251,8 @@ def main() -> int:
         args.partitions, topic, rng)
     config: dict[str, Any] = {"bootstrap.servers": target.bootstrap, "linger.ms": 5, "batch.size": 16384,
                               "request.timeout.ms": 1000, "retry.backoff.ms": 20, "retry.backoff.max.ms": 200,
-                              "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200}
+                              "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200,
+                              "compression.type": args.compression}
     if target.transactional:
         config["transactional.id"] = f"{topic}-txn"
     producer = KafkaProducer(config)
