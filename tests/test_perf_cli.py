@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -93,6 +94,29 @@ def test_run_perf_sends_every_record_once_and_counts_acks(threads: int) -> None:
     assert result.payload_bytes == 10 * 1001
     data = result.to_dict()
     assert data["type"] == "final" and set(data["percentiles_ms"]) == {"p50", "p95", "p99", "p99_9"}
+
+
+def test_no_progress_line_comes_after_run_perf_returns() -> None:
+    """The reporter thread is stopped and joined: a progress line being printed when the run ends
+    comes before the final line, never after it."""
+
+    class SlowFlush(FakeProducer):
+        def flush(self) -> None:
+            time.sleep(0.2)  # the reporter (every 50 ms) is printing meanwhile
+            super().flush()
+
+    events: list[str] = []
+
+    def emit(data: dict[str, Any], text: str) -> None:
+        time.sleep(0.15)  # a slow terminal
+        events.append(data["type"])
+
+    options = PerfOptions(topic="t", num_records=100, payloads=[b"x"], reporting_interval=0.05)
+    run_perf(SlowFlush(), options, emit)
+    seen = len(events)
+    assert seen >= 1
+    time.sleep(0.4)
+    assert len(events) == seen
 
 
 def test_options_are_validated_with_typed_errors() -> None:

@@ -59,6 +59,8 @@ PAYLOAD_POOL_BYTES = 16 << 20
 """Memory cap of the --record-size payload pool (fewer payloads when they are large)."""
 KEY_POOL_BYTES = 64 << 20
 """Memory cap of the key pool (fewer distinct keys when they are large)."""
+REPORTER_JOIN_S = 5.0
+"""How long the end of a run waits for a progress line being printed (a blocked terminal stops waiting)."""
 MAX_SAMPLES = 1_000_000
 """Latency samples kept at most (the sampling interval grows with --num-records to stay under it)."""
 DEFAULT_SAMPLE_EVERY = 8
@@ -536,6 +538,7 @@ def run_perf(producer: Any, options: PerfOptions,
         stop.set()  # worker threads still sending (Ctrl-C in the calling thread) stop
         if reporter is not None:
             reporter.stop_event.set()
+            reporter.join(REPORTER_JOIN_S)  # a progress line being printed comes before the final one
     cpu = _cpu_seconds() - cpu0
     end = max(finished, stats.last_ack) if stats.last_ack else finished
     samples = stats.samples
