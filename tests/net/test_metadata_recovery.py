@@ -176,3 +176,41 @@ def test_rebootstrap_required_with_strategy_none_is_a_failed_refresh_not_a_fatal
         assert md._fatal is None
     finally:
         client.close()
+
+
+def test_rebootstrap_required_in_an_api_versions_answer_rebootstraps() -> None:
+    """Java's handleApiVersionsResponse: REBOOTSTRAP_REQUIRED in a broker's ApiVersions answer (strategy
+    rebootstrap) closes that connection and starts again from bootstrap.servers. Before, the connection
+    was only closed (and retried with backoff) while the stale broker list stayed."""
+    import time
+
+    from sparkafka.protocol.messages import ApiKey
+
+    from .fake_broker import FakeBroker
+
+    def stale(conn: Any, request: Any) -> None:
+        if request.api_key == ApiKey.API_VERSIONS:
+            conn.respond(request, {"error_code": 129, "api_keys": [], "throttle_time_ms": 0})
+
+    broker = FakeBroker(handler=stale)
+    md = Metadata("b1:1")
+    client = NetworkClient("b1:1")
+    try:
+        updater = MetadataUpdater(md, client)
+        response = _metadata_response("t", b"\x01" * 16, [_partition(0, 5, epoch=0)])
+        response["brokers"] = [{"node_id": 5, "host": broker.host, "port": broker.port, "rack": None}]
+        md.update(response, client.clock.monotonic_ms())
+        client.update_nodes(md.fetch().node_addresses())
+        deadline = time.monotonic() + 10
+        while getattr(client.connection_failure(5), "code", None) != 129:  # refused with REBOOTSTRAP_REQUIRED
+            assert time.monotonic() < deadline, "node 5's ApiVersions answer did not close the connection"
+            now = client.clock.monotonic_ms()
+            client.ready(5, now)
+            client.poll(20, now)
+        assert not md.fetch().is_bootstrap
+        updater.maybe_update(client.clock.monotonic_ms())
+        assert md.fetch().is_bootstrap
+        assert client.nodes() == {-1: ("b1", 1)}
+    finally:
+        client.close()
+        broker.close()

@@ -387,6 +387,7 @@ class MetadataUpdater:
         self._metadata = metadata
         self._clock = clock if clock is not None else client.clock
         self._in_flight = False
+        self._rebootstrap_requested = False  # a broker answered ApiVersions with REBOOTSTRAP_REQUIRED
         metadata.set_wakeup(client.wakeup)
         client.add_disconnect_listener(self._on_disconnect)
         client.update_nodes(metadata.fetch().node_addresses())
@@ -399,6 +400,9 @@ class MetadataUpdater:
         """Send a Metadata request if one is due; returns ms until this needs to be called again."""
         metadata = self._metadata
         client = self._client
+        if self._rebootstrap_requested:
+            self._rebootstrap_requested = False
+            self._rebootstrap()
         if self._in_flight:
             return float(client.request_timeout_ms)
         wait = metadata.time_to_next_update(now)
@@ -465,6 +469,12 @@ class MetadataUpdater:
 
     def _on_disconnect(self, node_id: int, error: Exception | None) -> None:
         self._metadata.request_update()
+        asked = getattr(error, "code", None) == errors.REBOOTSTRAP_REQUIRED
+        if asked and self._metadata.recovery_strategy == "rebootstrap":
+            # KIP-1102, as Java's handleApiVersionsResponse: at the next update (not inside the client's
+            # disconnect handling) start again from bootstrap.servers
+            log.info("node %s asked for a rebootstrap in its ApiVersions answer", node_id)
+            self._rebootstrap_requested = True
         if isinstance(error, errors.AuthenticationError):
             failure = self._client.authentication_error()  # set only when every known node rejected us
             if failure is not None:
