@@ -79,6 +79,7 @@ class FakeClient:
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
         self.produce_version = PRODUCE_VERSION  # the broker's highest Produce version
+        self.produce_min_version = 3  # and its lowest
         self.sent: list[FakeRequest] = []
         self.not_ready: set[int] = set()
         self.polls: list[float] = []
@@ -94,9 +95,14 @@ class FakeClient:
     def connection_delay(self, node: int, now: float) -> float:
         return 50.0
 
-    def api_version(self, node: int, api_key: int) -> int:
+    def api_version(self, node: int, api_key: int, max_version: int | None = None) -> int:
         assert api_key == ApiKey.PRODUCE
-        return self.produce_version
+        hi = self.produce_version if max_version is None else min(max_version, self.produce_version)
+        if hi < self.produce_min_version:
+            raise errors.UnsupportedVersionError(f"no common version of Produce: this client supports "
+                                                 f"3-{max_version}, the broker {self.produce_min_version}-"
+                                                 f"{self.produce_version}")
+        return hi
 
     def least_loaded_node(self, now: float) -> int | None:
         return 1
@@ -624,6 +630,18 @@ def test_produce_version_against_a_broker_that_offers_13(transactional_id: str |
     req = rig.step_one()
     assert req.version == version
     assert req.produce()["transactional_id"] == transactional_id
+
+
+def test_a_broker_whose_produce_versions_are_all_above_our_cap_fails_the_batch_typed() -> None:
+    # Java's latestUsableVersion(PRODUCE, 3, cap): no overlap is an UnsupportedVersionException. The Sender
+    # took min(negotiated, cap) and sent a version the broker had said it does not support.
+    rig = Rig()
+    rig.client.produce_version = 13
+    rig.client.produce_min_version = 13  # names topics by id only; our cap without topic ids is 12
+    future = rig.send(b"a")
+    assert rig.step() == []
+    error = future.exception(0)
+    assert isinstance(error, errors.UnsupportedVersionError) and "the broker 13-13" in str(error)
 
 
 def test_idempotent_batches_carry_producer_id_and_sequences() -> None:

@@ -362,12 +362,13 @@ class NetworkClient:
         state = self._states.get(node_id)
         return state.last_attempt_ms if state is not None else -math.inf
 
-    def api_version(self, node_id: int, api_key: int) -> int:
-        """The negotiated (highest shared) version of ``api_key`` on the node's READY connection."""
+    def api_version(self, node_id: int, api_key: int, max_version: int | None = None) -> int:
+        """The negotiated (highest shared) version of ``api_key`` on the node's READY connection, at most
+        ``max_version`` when given (UnsupportedVersionError when the broker has none of ours)."""
         conn = self._conns.get(node_id)
         if conn is None or conn.versions is None:
             raise errors.IllegalStateError(f"no API versions for node {node_id}: it is not connected")
-        return conn.api_version(api_key)
+        return conn.api_version(api_key, max_version)
 
     def api_versions_table(self, node_id: int) -> ApiVersionsTable | None:
         """The broker's ApiVersions answer on the node's current connection (None before the handshake)."""

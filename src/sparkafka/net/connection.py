@@ -204,7 +204,7 @@ class BrokerConnection:
         self._handshake_index = 0
         self._api_versions_retried = False
         self.versions: ApiVersionsTable | None = None
-        self._picked: dict[int, int] = {}
+        self._picked: dict[int | tuple[int, int], int] = {}
         self.last_error: Exception | None = None
         self.last_activity_ms = clock.monotonic_ms()
 
@@ -272,8 +272,21 @@ class BrokerConnection:
                 deadline = req.deadline_ms
         return deadline
 
-    def api_version(self, api_key: int) -> int:
-        """The highest version of ``api_key`` both sides support (raises UnsupportedVersionError)."""
+    def api_version(self, api_key: int, max_version: int | None = None) -> int:
+        """The highest version of ``api_key`` both sides support, at most ``max_version`` when given
+        (raises UnsupportedVersionError when there is none, as Java's ``latestUsableVersion``)."""
+        if max_version is not None:
+            capped = self._picked.get((api_key, max_version))
+            if capped is None:
+                if self.versions is None:
+                    raise errors.IllegalStateError(
+                        f"API versions of node {self.node_id} are not known yet (state {self.state.name})")
+                try:
+                    capped = self.versions.pick_version(api_key, client_max=max_version)
+                except errors.UnsupportedVersionError as exc:
+                    raise errors.UnsupportedVersionError(f"node {self.node_id}: {exc}") from None
+                self._picked[(api_key, max_version)] = capped
+            return capped
         version = self._picked.get(api_key)
         if version is not None:
             return version

@@ -303,7 +303,7 @@ class Sender:
             if not batches:
                 return
         try:
-            version = min(self.client.api_version(node, ApiKey.PRODUCE), self._produce_max_version)
+            version = self.client.api_version(node, ApiKey.PRODUCE, self._produce_max_version)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
             for b in batches:
                 self._remove_in_flight(b)
