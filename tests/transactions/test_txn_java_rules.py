@@ -97,6 +97,27 @@ def test_commit_called_again_after_its_timeout_returns_once_the_commit_completed
     tm.begin_transaction()  # and the next one can begin
 
 
+def test_other_calls_after_a_timed_out_commit_say_the_commit_must_be_called_again() -> None:
+    """Java: "Cannot attempt operation `abortTransaction` because the previous call to `commitTransaction`
+    timed out and must be retried" (the commit may already be on its way). The message said "no
+    transaction in progress" / "it needs state READY", which sent users to the wrong fix."""
+    tm = _ready()
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    commit = tm.begin_commit()
+    with pytest.raises(errors.KafkaTimeoutError):
+        commit.wait(0)
+    for call in (tm.begin_abort, tm.begin_transaction):
+        with pytest.raises(errors.IllegalStateError,
+                           match=r"previous call to commit_transaction\(\) timed out .* call commit_transaction"):
+            call()
+    end = tm.next_request(False)
+    assert end is not None and end.body["committed"] is True
+    end.handler({"error_code": 0}, None)
+    tm.begin_commit().wait(0)  # called again as told: the same, now completed, result
+    tm.begin_transaction()
+
+
 def test_init_transactions_called_again_after_its_timeout_returns_once_it_completed() -> None:
     tm = TransactionManager("tx", 60_000)
     first = tm.initialize_transactions()

@@ -650,6 +650,15 @@ class TransactionManager:
         if not self.is_transactional:
             raise errors.IllegalStateError(f"cannot {op}(): no transactional.id is configured")
 
+    def _raise_if_timed_out_call_pending(self, op: str) -> None:
+        """Java's "Cannot attempt operation X because the previous call to Y timed out and must be
+        retried": raised where ``op`` is not legal now because a timed-out call is still unresolved."""
+        pending = self._pending_result
+        if pending is not None and pending.timed_out and pending.awaits_retry() and pending.operation != op:
+            raise errors.IllegalStateError(
+                f"cannot {op}(): the previous call to {pending.operation}() timed out and its outcome is not "
+                f"known yet; call {pending.operation}() again (it returns the same result)")
+
     def _raise_if_fatal(self) -> None:
         if self.state is TxnState.FATAL_ERROR:
             raise self.fatal_error().with_traceback(None)
@@ -712,6 +721,7 @@ class TransactionManager:
                     f"begin_transaction() called while the current transaction must be aborted "
                     f"({self.last_error!r}); call abort_transaction() first")
             if self.state is not TxnState.READY:
+                self._raise_if_timed_out_call_pending("begin_transaction")
                 raise errors.IllegalStateError(
                     f"begin_transaction() called in state {self.state.value}; it needs state READY "
                     "(after init_transactions(), and after the previous transaction ended)")
@@ -765,12 +775,14 @@ class TransactionManager:
                         f"cannot commit: the transaction hit an error and must be aborted ({self.last_error!r})"
                     ) from self.last_error
                 if self.state is not TxnState.IN_TRANSACTION:
+                    self._raise_if_timed_out_call_pending(op)
                     raise errors.IllegalStateError(
                         f"commit_transaction() called in state {self.state.value}: no transaction in progress "
                         "(call begin_transaction() first)")
                 self._transition(TxnState.COMMITTING_TRANSACTION)
             else:
                 if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+                    self._raise_if_timed_out_call_pending(op)
                     raise errors.IllegalStateError(
                         f"abort_transaction() called in state {self.state.value}: no transaction in progress")
                 self._transition(TxnState.ABORTING_TRANSACTION)
