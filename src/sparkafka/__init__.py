@@ -6,12 +6,12 @@ source; ``sparkafka.errors`` the error tree.
 
 from __future__ import annotations
 
+__version__ = "0.1.0"  # first: the network layer sends it in ApiVersions (client_software_version)
+
 from . import errors
 from .config import ProducerConfig
 from .producer.future import FutureRecordMetadata, RecordMetadata
 from .producer.producer import KafkaProducer
-
-__version__ = "0.1.0"
 
 __all__ = [
     "FutureRecordMetadata",

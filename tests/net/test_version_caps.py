@@ -50,3 +50,24 @@ def test_no_shared_version_under_the_cap_is_a_typed_error() -> None:
     finally:
         client.close()
         broker.close()
+
+
+def test_api_versions_names_this_package_and_its_version(fake_broker: FakeBroker) -> None:
+    """client_software_version is the package's version (it was a second hard-coded copy), and the
+    package's version is the one pyproject.toml publishes."""
+    import pathlib
+
+    import tomllib
+
+    import sparkafka
+
+    client = NetworkClient(fake_broker.bootstrap)
+    try:
+        _ready(client, -1)
+    finally:
+        client.close()
+    body = next(r.body for r in fake_broker.requests if r.api_key == ApiKey.API_VERSIONS)
+    assert body is not None
+    assert (body["client_software_name"], body["client_software_version"]) == ("sparkafka", sparkafka.__version__)
+    pyproject = pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["project"]["version"] == sparkafka.__version__
