@@ -236,3 +236,29 @@ def test_bad_arguments_and_states() -> None:
     with pytest.raises(IllegalStateError):
         broker.restart()
     broker.stop()  # stopping a never-started broker is fine
+
+
+def test_interrupted_start_kills_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while start() waits for the broker to answer: ``with EmbeddedBroker()`` never reaches
+    ``__exit__``, so start() itself must kill the Tansu child it launched."""
+    import sparkafka.broker.tansu as tansu_module
+
+    launched: list[int] = []
+    broker = EmbeddedBroker()
+
+    def interrupted_probe(host: str, port: int, timeout_s: float = 1.0) -> dict[int, tuple[int, int]]:
+        assert broker.pid is not None
+        launched.append(broker.pid)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tansu_module, "probe_api_versions", interrupted_probe)
+    try:
+        with pytest.raises(KeyboardInterrupt), broker:
+            pass
+        assert launched and not broker.running
+        assert _wait_dead(launched[0]), f"Tansu child {launched[0]} still runs"
+    finally:
+        broker.kill()
+        for pid in launched:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

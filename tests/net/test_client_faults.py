@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import struct
 import threading
@@ -42,6 +43,13 @@ def _poll_until(
 
 def _connect(client: NetworkClient, node: int = -1) -> None:
     _poll_until(client, lambda: client.ready(node, client.clock.monotonic_ms()), node=node)
+
+
+def _send_acks0_produce(client: NetworkClient, node: int = -1) -> list[ClientResponse]:
+    box: list[ClientResponse] = []
+    client.send(node, ApiKey.PRODUCE, {"acks": 0, "timeout_ms": 100, "topic_data": []}, expect_response=False,
+                callback=box.append)
+    return box
 
 
 def _send_metadata(client: NetworkClient, node: int = -1, **kw: object) -> list[ClientResponse]:
@@ -240,14 +248,7 @@ def test_old_produce_version_gives_unsupported_version(fake_broker: FakeBroker) 
 def test_acks0_request_completes_when_written(fake_broker: FakeBroker) -> None:
     with _client(fake_broker.bootstrap) as client:
         _connect(client)
-        box: list[ClientResponse] = []
-        client.send(
-            -1,
-            ApiKey.PRODUCE,
-            {"acks": 0, "timeout_ms": 100, "topic_data": []},
-            expect_response=False,
-            callback=box.append,
-        )
+        box = _send_acks0_produce(client)
         _poll_until(client, lambda: bool(box))
         assert box[0].error is None and box[0].body is None
         assert client.in_flight_count() == 0
@@ -421,6 +422,37 @@ def test_idle_connection_is_closed_without_backoff_penalty(fake_broker: FakeBrok
         client.poll(0, clock.monotonic_ms())
         assert client.connection_state(-1) is ConnectionState.DISCONNECTED
         assert client.connection_delay(-1, clock.monotonic_ms()) == 0
+
+
+def test_writes_keep_a_connection_from_being_idle_closed(fake_broker: FakeBroker) -> None:
+    """Java's Selector refreshes a channel's idle time on every read or write event. An acks=0 producer
+    only writes (the broker never answers): its busy connection must not be closed as idle."""
+    clock = ManualClock()
+    with _client(fake_broker.bootstrap, clock, connections_max_idle_ms=1000) as client:
+        _connect(client)
+        for i in range(6):  # 6 x 400 ms of manual time, one written request in each step
+            clock.advance(400)
+            box = _send_acks0_produce(client)
+            _poll_until(client, functools.partial(bool, box))  # the list fills when written
+            assert box[0].error is None
+            client.poll(0, clock.monotonic_ms())
+            assert client.connection_state(-1) is ConnectionState.READY, f"closed as idle at step {i}"
+        _poll_until(client, lambda: fake_broker.count(ApiKey.PRODUCE) == 6)
+        assert fake_broker.connections == 1
+        clock.advance(1500)  # now really idle: closed
+        client.poll(0, clock.monotonic_ms())
+        assert client.connection_state(-1) is ConnectionState.DISCONNECTED
+
+
+def test_negative_connections_max_idle_ms_disables_idle_closing(fake_broker: FakeBroker) -> None:
+    """connections.max.idle.ms accepts -1 (the config table allows it): Java's Selector then has no idle
+    expiry manager, so connections are never closed for being idle."""
+    clock = ManualClock()
+    with _client(fake_broker.bootstrap, clock, connections_max_idle_ms=-1) as client:
+        _connect(client)
+        clock.advance(10 * 24 * 3600 * 1000)
+        client.poll(0, clock.monotonic_ms())
+        assert client.connection_state(-1) is ConnectionState.READY
 
 
 def test_produce_pieces_partly_written_are_copied_before_send_returns(fake_broker: FakeBroker) -> None:

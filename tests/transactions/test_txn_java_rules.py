@@ -18,7 +18,7 @@ import pytest
 from sparkafka import errors
 from sparkafka.producer.producer import KafkaProducer
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.producer.transaction_manager import TransactionManager, TxnState
+from sparkafka.producer.transaction_manager import TransactionalRequestResult, TransactionManager, TxnState
 from sparkafka.protocol.messages import ApiKey as Api
 from sparkafka.protocol.versions import ApiVersionsTable
 from sparkafka.record import RecordBatchBuilder
@@ -51,6 +51,17 @@ def _add(tm: TransactionManager, tp: tuple[str, int]) -> None:
     assert tm.is_partition_added(tp)
 
 
+def _timed_out_commit() -> tuple[TransactionManager, TransactionalRequestResult]:
+    """A transaction with one partition whose commit_transaction() wait timed out (EndTxn not answered)."""
+    tm = _ready()
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    commit = tm.begin_commit()
+    with pytest.raises(errors.KafkaTimeoutError):
+        commit.wait(0)
+    return tm, commit
+
+
 def _batch(tp: tuple[str, int]) -> ProducerBatch:
     b = ProducerBatch(tp, RecordBatchBuilder(bytearray(1024), 1024), 1000.0, bytearray(0), False)
     assert b.try_append(1, b"k", b"v", None, None, 1000.0) is not None
@@ -63,13 +74,8 @@ def test_abort_after_a_timed_out_commit_never_sends_the_commit() -> None:
     """commit_transaction() timed out while a batch was in flight, the batch then failed (abortable) and
     the user called abort_transaction(). Java refuses that abort until the commit is retried, and the
     retried commit fails; it never commits. The queued EndTxn(commit) must not go out before the abort's."""
-    tm = _ready()
-    tm.begin_transaction()
-    _add(tm, ("t", 0))
-    commit = tm.begin_commit()
+    tm, commit = _timed_out_commit()
     assert tm.next_request(True) is None  # EndTxn waits for the batch in flight
-    with pytest.raises(errors.KafkaTimeoutError):
-        commit.wait(0)
     tm.transition_to_abortable(errors.error_for_code(87, "the batch failed"))  # the in-flight batch failed
     abort = tm.begin_abort()
     end = tm.next_request(False)
@@ -83,12 +89,7 @@ def test_abort_after_a_timed_out_commit_never_sends_the_commit() -> None:
 def test_commit_called_again_after_its_timeout_returns_once_the_commit_completed() -> None:
     """Java: a commitTransaction() that timed out may be called again; if the commit finished meanwhile
     the cached result is returned (success), not an IllegalStateException."""
-    tm = _ready()
-    tm.begin_transaction()
-    _add(tm, ("t", 0))
-    commit = tm.begin_commit()
-    with pytest.raises(errors.KafkaTimeoutError):
-        commit.wait(0)
+    tm, _ = _timed_out_commit()
     end = tm.next_request(False)
     assert end is not None and end.name == "EndTxn"
     end.handler({"error_code": 0}, None)  # completes in the background
@@ -101,12 +102,7 @@ def test_other_calls_after_a_timed_out_commit_say_the_commit_must_be_called_agai
     """Java: "Cannot attempt operation `abortTransaction` because the previous call to `commitTransaction`
     timed out and must be retried" (the commit may already be on its way). The message said "no
     transaction in progress" / "it needs state READY", which sent users to the wrong fix."""
-    tm = _ready()
-    tm.begin_transaction()
-    _add(tm, ("t", 0))
-    commit = tm.begin_commit()
-    with pytest.raises(errors.KafkaTimeoutError):
-        commit.wait(0)
+    tm, _ = _timed_out_commit()
     for call in (tm.begin_abort, tm.begin_transaction):
         with pytest.raises(errors.IllegalStateError,
                            match=r"previous call to commit_transaction\(\) timed out .* call commit_transaction"):
