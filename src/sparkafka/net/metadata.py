@@ -353,15 +353,14 @@ class Metadata:
             if wake is not None:
                 wake()
             now = self._clock.monotonic_ms()
-            if now >= deadline:
-                elapsed = now - start
+            if now >= deadline:  # the messages name the limit, as Java's (the time waited can be a bit more)
                 if count is None:
                     raise errors.MetadataTimeoutError(
-                        f"topic {topic!r} not present in metadata after {elapsed:.0f} ms (max.block.ms)"
+                        f"topic {topic!r} not present in metadata after {max_block_ms:.0f} ms (max.block.ms)"
                     )
                 raise errors.MetadataTimeoutError(
                     f"partition {partition} of topic {topic!r} with partition count {count} is not present "
-                    f"in metadata after {elapsed:.0f} ms (max.block.ms)"
+                    f"in metadata after {max_block_ms:.0f} ms (max.block.ms)"
                 )
             try:
                 self.await_update(version, deadline - now)
