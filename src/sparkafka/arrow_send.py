@@ -325,12 +325,15 @@ class OffsetRange:
 class DeliveryReport:
     """What happened to a set of records: counts, bytes, offset ranges and the first error."""
 
-    __slots__ = ("_ranges", "acknowledged", "bytes", "errors", "failed", "first_error", "records")
+    __slots__ = ("_ranges", "acknowledged", "bytes", "errors", "failed", "first_error", "records", "without_offsets")
 
     def __init__(self) -> None:
         self.records = 0
         """Records submitted."""
         self.acknowledged = 0
+        self.without_offsets = 0
+        """Acknowledged records the broker gave no offset for (acks=0, or a resend it answered
+        DUPLICATE_SEQUENCE_NUMBER: written before, offset unknown); not in ``offset_ranges()``."""
         self.failed = 0
         self.bytes = 0
         """Key, value and header bytes submitted."""
@@ -349,7 +352,8 @@ class DeliveryReport:
     def add_acks(self, topic: str, partition: int, first_offset: int, count: int) -> None:
         """``count`` records acknowledged at consecutive offsets from ``first_offset`` (-1: unknown)."""
         self.acknowledged += count
-        if first_offset < 0:  # acks=0: the broker does not say where the records went
+        if first_offset < 0:  # acks=0 or a duplicate: the broker does not say where the records went
+            self.without_offsets += count
             return
         last = first_offset + count - 1
         r = self._ranges.get((topic, partition))
@@ -376,6 +380,7 @@ class DeliveryReport:
     def merge(self, other: DeliveryReport) -> None:
         self.records += other.records
         self.acknowledged += other.acknowledged
+        self.without_offsets += other.without_offsets
         self.failed += other.failed
         self.bytes += other.bytes
         if self.first_error is None:

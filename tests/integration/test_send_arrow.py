@@ -430,12 +430,13 @@ def test_retriable_produce_errors_no_duplicates_order_kept(mock_target: Target) 
                   [h for r in all_rows for h in r.headers], [p for r in all_rows for p in (r.partitions or [])])
     records = consume_all(mock_target.bootstrap, topic, expected_count=len(merged), timeout=30)
     check_read_back(merged, records, partitions, None, topic)
-    # each report's ranges lie inside what was read, and together they count every row once
+    # each report's ranges lie inside what was read, and together with the rows acknowledged without an
+    # offset (a resend after a dropped connection answered DUPLICATE_SEQUENCE_NUMBER) they count every row once
     total: dict[tuple[str, int], int] = defaultdict(int)
     for d in done:
         for tp, r in d.offset_ranges().items():
             total[tp] += r.count
-    assert sum(total.values()) == len(merged)
+    assert sum(total.values()) + sum(d.without_offsets for d in done) == len(merged)
 
 
 @pytest.mark.parametrize("codec", ["none", "lz4"])
@@ -534,3 +535,16 @@ def test_acks_zero_counts_rows_without_offsets(target: Target) -> None:
     assert report.offset_ranges() == {}
     records = consume_all(target.bootstrap, topic, expected_count=2000, timeout=30)
     check_read_back(rows, records, 2, None, topic)
+
+
+def test_rows_acknowledged_without_an_offset_are_counted_apart_and_merged() -> None:
+    """acks=0 or DUPLICATE_SEQUENCE_NUMBER: acknowledged, but not at a known offset; the count keeps
+    offset_ranges() + without_offsets == acknowledged (before, those rows were simply missing)."""
+    report = DeliveryReport()
+    report.add_acks("t", 0, 100, 5)
+    report.add_acks("t", 0, -1, 3)
+    other = DeliveryReport()
+    other.add_acks("t", 1, -1, 2)
+    report.merge(other)
+    assert (report.acknowledged, report.without_offsets) == (10, 5)
+    assert sum(r.count for r in report.offset_ranges().values()) + report.without_offsets == report.acknowledged
