@@ -24,7 +24,10 @@ compares runs made under the same machine load; the ratio of the best runs and t
 from ``gil_reference.py`` are printed next to it), ``arrow`` (10,000-row Arrow batches:
 ``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka), ``arrow-256k`` (the same
 with batch.size 262144 for both clients: with 16 KB batches the embedded Tansu spends about as much CPU
-per batch as the bulk path itself, so the broker, not the client, sets the pace). ``--broker mock``
+per batch as the bulk path itself, so the broker, not the client, sets the pace). Both also run the
+``ceiling`` (``broker_ceiling.py``): not a client but pre-built Produce requests of full batches sent
+as fast as the broker answers, the most any producer can reach against that broker at that
+batch.size on this machine. ``--broker mock``
 runs the workloads against a librdkafka mock cluster instead (3 brokers, C, a new one per run,
 ``mock_broker.py``), which needs far less CPU per batch than Tansu. Settings for every
 client: acks=all, idempotence on, linger.ms=5, batch size 16384 (unless named), compression none (lz4
@@ -56,7 +59,10 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 PARTITIONS = 6
-ALL_CLIENTS = ("sparkafka", "confluent", "aiokafka", "kafka-python")
+CLIENTS = ("sparkafka", "confluent", "aiokafka", "kafka-python")
+CEILING = "ceiling"
+"""Not a client: ``broker_ceiling.py``, the broker's limit (run with the bulk workloads)."""
+ALL_CLIENTS = (*CLIENTS, CEILING)
 SLOW = ("aiokafka", "kafka-python")
 RUN_TIMEOUT_S = 240
 
@@ -71,7 +77,7 @@ class Workload:
     threads: int = 1
     arrow: bool = False
     batch_size: int = 16384
-    clients: tuple[str, ...] = ALL_CLIENTS
+    clients: tuple[str, ...] = CLIENTS
     group: str = ""
     """Workloads of one group run in interleaved rounds (round 1 of each, then round 2, ...)."""
     records_fast: int = 2_000_000
@@ -96,9 +102,9 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("threads-4", "keyed-100 from 4 threads", threads=4, clients=("sparkafka", "confluent"), group="threads"),
     Workload("threads-8", "keyed-100 from 8 threads", threads=8, clients=("sparkafka", "confluent"), group="threads"),
     Workload("arrow", "keyed-100 from 10,000-row Arrow batches", arrow=True,
-             clients=("sparkafka", "confluent")),
+             clients=("sparkafka", "confluent", CEILING)),
     Workload("arrow-256k", "keyed-100 from 10,000-row Arrow batches, batch.size 262144 for both clients",
-             arrow=True, batch_size=262144, clients=("sparkafka", "confluent"), records_fast=4_000_000),
+             arrow=True, batch_size=262144, clients=("sparkafka", "confluent", CEILING), records_fast=4_000_000),
 )
 
 
@@ -303,7 +309,8 @@ def chart(all_results: dict[str, list[dict[str, Any]]], path: str) -> bool:
         return False
     names = [w for w in all_results if all_results[w]]
     clients = [c for c in ALL_CLIENTS if any(r["client"] == c for rs in all_results.values() for r in rs)]
-    colors = {"sparkafka": "#d62728", "confluent": "#1f77b4", "aiokafka": "#2ca02c", "kafka-python": "#9467bd"}
+    colors = {"sparkafka": "#d62728", "confluent": "#1f77b4", "aiokafka": "#2ca02c", "kafka-python": "#9467bd",
+              "ceiling": "#bbbbbb"}
     fig, ax = plt.subplots(figsize=(12, 5.5))
     width = 0.8 / max(1, len(clients))
     for ci, client in enumerate(clients):
@@ -339,7 +346,7 @@ def bulk_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
     per_record = rate("keyed-100", "confluent")
     parts = []
     for workload in ("arrow", "arrow-256k"):
-        ours, loop = rate(workload, "sparkafka"), rate(workload, "confluent")
+        ours, loop, ceiling = rate(workload, "sparkafka"), rate(workload, "confluent"), rate(workload, "ceiling")
         if ours is None:
             continue
         bits = []
@@ -347,6 +354,11 @@ def bulk_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
             bits.append(f"{ours / loop:.2f}x its row loop over the same batches")
         if per_record:
             bits.append(f"{ours / per_record:.2f}x its keyed-100 per-record run")
+        if ceiling:
+            limit = f"{ceiling:,.0f} rows/s"
+            if per_record:
+                limit += f" = {ceiling / per_record:.2f}x confluent-kafka's keyed-100 per-record run"
+            bits.append(f"{ours / ceiling:.0%} of the broker's ceiling at this batch.size ({limit})")
         if bits:
             parts.append(f"{workload} {ours:,.0f} rows/s = " + ", ".join(bits))
     return ("Bulk Arrow path vs confluent-kafka: " + "; ".join(parts)) if parts else ""

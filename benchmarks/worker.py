@@ -18,6 +18,8 @@ the latency is send to acknowledgement). The client-specific parts are small:
 * ``kafka-python``: ``send(topic, value=v, key=k).add_both(cb)``, then ``flush()``.
 * ``aiokafka``: in an asyncio loop, ``fut = await producer.send(...)``;
   ``fut.add_done_callback(cb)``, then ``await producer.flush()``.
+* ``ceiling``: not a client but the broker's limit: ``broker_ceiling.py`` sends pre-built Produce
+  requests of full batches (its docstring).
 
 Settings are the same for all: acks=all, idempotence on, linger 5 ms, batch size 16384 bytes,
 compression none or lz4. Prints one JSON object (records/s, MB/s, send-loop rate, CPU seconds,
@@ -49,7 +51,7 @@ from sparkafka.cli.perf import (
     run_perf,
 )
 
-CLIENTS = ("sparkafka", "confluent", "kafka-python", "aiokafka")
+CLIENTS = ("sparkafka", "confluent", "kafka-python", "aiokafka", "ceiling")
 ARROW_ROWS = 10_000
 BATCH_SIZE = 16384
 LINGER_MS = 5
@@ -330,6 +332,15 @@ def _threaded(share: Callable[[int, int], None], run: Run, threads: int) -> None
         w.join()
 
 
+# ------------------------------------------------------------------------------------------- ceiling
+def run_ceiling(run: Run) -> dict[str, Any]:
+    """Not a client: the broker's own limit, pre-built requests sent as fast as it answers them."""
+    from broker_ceiling import run_ceiling as ceiling
+
+    a = run.args
+    return ceiling(a.bootstrap_servers, run.topic, run.n, a.batch_size, a.key_size, a.value_size)
+
+
 # ------------------------------------------------------------------------------------------- aiokafka
 def run_aiokafka(run: Run) -> dict[str, Any]:
     from aiokafka import AIOKafkaProducer
@@ -378,7 +389,7 @@ def run_aiokafka(run: Run) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "sparkafka": run_sparkafka, "confluent": run_confluent,
-    "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
+    "kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "ceiling": run_ceiling,
 }
 
 
@@ -401,8 +412,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.client == "aiokafka" and args.threads != 1:
         parser.error("aiokafka runs in one event loop: --threads must be 1")
-    if args.arrow and args.client not in ("sparkafka", "confluent"):
-        parser.error("--arrow is for sparkafka and confluent")
+    if args.arrow and args.client not in ("sparkafka", "confluent", "ceiling"):
+        parser.error("--arrow is for sparkafka and confluent (and the ceiling run, which ignores it)")
+    if args.client == "ceiling" and (args.threads != 1 or args.compression != "none"):
+        parser.error("the ceiling run (benchmarks/broker_ceiling.py) has one thread and no compression")
     result = RUNNERS[args.client](Run(args))
     result.update(threads=args.threads, compression=args.compression, value_size=args.value_size,
                   key_size=args.key_size, arrow=args.arrow)
