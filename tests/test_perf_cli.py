@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -27,7 +27,7 @@ from sparkafka.errors import ConfigError
 class FakeProducer:
     """Records every send; ``flush`` acknowledges them (or fails the ones whose key is in ``fail``)."""
 
-    def __init__(self, fail: frozenset[bytes] = frozenset()) -> None:
+    def __init__(self, fail: frozenset[bytes | None] = frozenset()) -> None:
         self.sent: list[tuple[str, bytes, bytes | None, Any]] = []
         self.fail = fail
         self.lock = threading.Lock()
@@ -88,7 +88,7 @@ def test_run_perf_sends_every_record_once_and_counts_acks(threads: int) -> None:
                           reporting_interval=0, sample_every=5)
     result = run_perf(producer, options)
     assert len(producer.sent) == 1001
-    assert sorted(k for _, _, k, _ in producer.sent) == sorted(keys[i] for i in range(1001))
+    assert sorted(cast(bytes, k) for _, _, k, _ in producer.sent) == sorted(cast(bytes, keys[i]) for i in range(1001))
     assert result.errors == 1 and result.acked == 1000 and result.first_error is not None
     assert result.latency_samples == 201  # records 0, 5, ..., 1000 (the failed record 7 is not sampled)
     assert result.payload_bytes == 10 * 1001

@@ -22,6 +22,7 @@ per-partition send order, reading committed records only.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import threading
@@ -101,12 +102,12 @@ class Chaos:
                 elif kind == "down":
                     broker = rng.randint(1, BROKERS)
                     cluster.broker_set_down(broker)
-                    restore.append((now + rng.uniform(0.05, 0.4), lambda b=broker: cluster.broker_set_up(b)))
+                    restore.append((now + rng.uniform(0.05, 0.4), functools.partial(cluster.broker_set_up, broker)))
                     self.log.append(f"down {broker}")
                 else:
                     broker, rtt = rng.randint(1, BROKERS), rng.randint(50, REQUEST_TIMEOUT_MS // 4)
                     cluster.broker_set_rtt(broker, rtt)
-                    restore.append((now + rng.uniform(0.1, 0.6), lambda b=broker: cluster.broker_set_rtt(b, 0)))
+                    restore.append((now + rng.uniform(0.1, 0.6), functools.partial(cluster.broker_set_rtt, broker, 0)))
                     self.log.append(f"rtt {broker} {rtt}")
                 self.stop.wait(rng.uniform(0.02, 0.12))
         except BaseException as exc:  # surfaced by finish()

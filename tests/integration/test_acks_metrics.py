@@ -140,7 +140,7 @@ def test_topic_in_use_stays_in_metadata(mock_target: Target) -> None:
         waits.append(t)
         return original(t, partition)
 
-    producer._wait_on_metadata = counting  # type: ignore[method-assign]
+    producer._wait_on_metadata = counting  # type: ignore[method-assign, assignment]
     started = time.monotonic()
     while time.monotonic() - started < 5.8:
         producer.send(topic, value=b"x")

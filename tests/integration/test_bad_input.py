@@ -8,7 +8,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -133,6 +133,7 @@ def test_none_value_bytes_likes_and_str_header_value_are_allowed(mock_target: Ta
     topic = mock_target.topic(1)
     producer = mock_target.producer()
     assert producer.send(topic, value=None, key=b"k").result(10).offset == 0
+    # str header values are accepted at runtime (encoded as UTF-8); send()'s annotation says bytes | None
     assert producer.send(topic, headers=[("s", "text")]).result(10).offset == 1
     m = producer.send(topic, value=memoryview(b"mv"), key=bytearray(b"ba")).result(10)
     assert (m.offset, m.serialized_key_size, m.serialized_value_size) == (2, 2, 2)
@@ -168,7 +169,7 @@ def test_partition_out_of_range(mock_target: Target) -> None:
     assert "partition 3" in message and "partition count 3" in message and topic in message
     for bad in (-1, "0", 1.0):
         with pytest.raises(errors.InvalidRecordInputError):
-            producer.send(topic, value=b"x", partition=bad)
+            producer.send(topic, value=b"x", partition=cast(Any, bad))
     assert producer.send(topic, value=b"x", partition=2).result(10).partition == 2
 
 

@@ -144,9 +144,9 @@ def test_calls_the_lane_cannot_take_reach_the_python_send(target: Target) -> Non
         producer.send(topic=topic, value=b"kw", key=b"k", headers=None, partition=None, callback=None)
     assert lane.fast_count - fast >= 15
     with pytest.raises(TypeError):
-        producer.send(topic, b"v", b"k", b"extra", None, None, None, "too many")
+        producer.send(topic, b"v", b"k", b"extra", None, None, None, "too many")  # type: ignore[call-arg, arg-type]
     with pytest.raises(TypeError):
-        producer.send(topic, b"v", bogus=1)
+        producer.send(topic, b"v", bogus=1)  # type: ignore[call-arg]
     with pytest.raises(errors.InvalidRecordInputError, match="out of range"):
         producer.send(topic, b"v", partition=-1)
     producer.flush(30)
@@ -161,7 +161,10 @@ def test_a_held_partition_lock_sends_the_record_down_the_python_path(target: Tar
     producer = target.producer({"linger.ms": 50})
     lane = _lane(producer)
     producer.send(topic, b"first", b"k")
-    queue = producer._accumulator._topics.get(topic).queues.get(0)
+    info = producer._accumulator._topics.get(topic)
+    assert info is not None
+    queue = info.queues.get(0)
+    assert queue is not None
     done: list[FutureRecordMetadata] = []
     with queue.lock:
         over = lane.handed_over

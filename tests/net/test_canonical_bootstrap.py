@@ -4,7 +4,7 @@ every address of a bootstrap name becomes an entry under its canonical (reverse-
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -53,7 +53,7 @@ def test_a_producer_in_canonical_mode_bootstraps_by_name_and_delivers(tansu: Any
 
     host, port = tansu.bootstrap_servers.split(",")[0].rsplit(":", 1)
     try:
-        name = socket.gethostbyaddr(socket.getaddrinfo(host, int(port))[0][4][0])[0]
+        name = socket.gethostbyaddr(cast(str, socket.getaddrinfo(host, int(port))[0][4][0]))[0]  # an IP literal
     except OSError:
         pytest.skip("no reverse name for the broker's address on this machine")
     producer = KafkaProducer({"bootstrap.servers": tansu.bootstrap_servers, "linger.ms": 0,

@@ -140,7 +140,9 @@ def test_sticky_partitioner_stays_until_batch_size_then_switches() -> None:
     partitions = [append(acc, cluster, -1, value=b"x" * 50).partition for _ in range(12)]
     first_switch = partitions.index(2)
     assert partitions[:first_switch] == [1] * first_switch
-    produced = sum(len(b.builder.records) for b in acc.get_deque((T, 1)))  # type: ignore[union-attr]
+    queued = acc.get_deque((T, 1))
+    assert queued is not None
+    produced = sum(len(b.builder.records) for b in queued)
     assert produced == first_switch
     # The switch happened when the batch on partition 1 could take no more (>= batch.size produced).
     assert acc.get_deque((T, 1))[-1].is_full()  # type: ignore[index]

@@ -4,6 +4,7 @@ when it declines, sticky accounting, and callbacks/futures of records appended t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -241,10 +242,18 @@ def test_success_callbacks_get_metadata_and_a_raising_one_is_logged(
     if use_c and pb._c_run_success_callbacks is None:
         pytest.skip("the C accelerator is not in use")
     seen: list[tuple[RecordMetadata, Any]] = []
+
+    def spy(f: Callable[..., object]) -> Callable[[RecordMetadata, Any], object]:
+        def callback(md: RecordMetadata, err: Any) -> object:
+            seen.append((md, err))
+            return f(md, err)
+        return callback
+
     entries = _success_loop_entries()
     for i in range(0, len(entries), 5):
         inner = entries[i]
-        entries[i] = (lambda f: lambda md, err: (seen.append((md, err)), f(md, err)))(inner)
+        assert callable(inner)
+        entries[i] = spy(inner)
     batch = make_batch()
     batch.try_append(TS, None, b"a", None, None, 0.0)  # the batch's base timestamp is TS
     batch.result.base_offset, batch.result.log_append_time = base, log_append_time

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -66,7 +66,7 @@ def test_sasl_plaintext_produce_and_read_back(
     topic = unique_topic(mechanism)
     producer = _produce(gw.bootstrap, sasl_conf(mechanism), topic, 15)
     records = consume_all(tansu.bootstrap_servers, topic, expected_count=15)
-    assert sorted(r.value for r in records) == _expected(15)
+    assert sorted(cast(bytes, r.value) for r in records) == _expected(15)
     assert gw.stats.authentications >= 1 and gw.stats.auth_failures == 0
     assert gw.stats.handshake_versions and set(gw.stats.handshake_versions) == {1}
     shown = repr(producer.config) + str(producer.config) + str(producer.metrics()) + repr(producer)
@@ -82,7 +82,7 @@ def test_sasl_ssl_scram_read_back_with_confluent_through_the_gateway(
     _produce(gw.bootstrap, sasl_conf(mechanism, tls=True, ca=str(certs.ca)), topic, 12)
     confluent = {"security.protocol": "SASL_SSL", "sasl.mechanisms": mechanism, "sasl.username": USER,
                  "sasl.password": PASSWORD, "ssl.ca.location": str(certs.ca)}
-    assert sorted(read_back(gw.bootstrap, topic, 12, confluent)) == _expected(12)
+    assert sorted(cast("list[bytes]", read_back(gw.bootstrap, topic, 12, confluent))) == _expected(12)
     assert gw.stats.tls_failures == 0 and gw.stats.auth_failures == 0
 
 
@@ -106,7 +106,8 @@ def test_sasl_handshake_v0_with_raw_tokens(
     gw = gateway(users=USERS, legacy_sasl=True)
     topic = unique_topic("legacy")
     _produce(gw.bootstrap, sasl_conf(mechanism), topic, 5)
-    assert sorted(r.value for r in consume_all(tansu.bootstrap_servers, topic, expected_count=5)) == _expected(5)
+    assert sorted(cast(bytes, r.value) for r in consume_all(tansu.bootstrap_servers, topic, expected_count=5)) \
+        == _expected(5)
     assert set(gw.stats.handshake_versions) == {0} and gw.stats.authenticate_versions == []
     assert gw.stats.authentications >= 1
 
@@ -140,7 +141,7 @@ def test_sessions_are_renewed_before_they_expire(
         for i in range(count):
             producer.send(topic, f"v{i}".encode()).result(timeout=10)
             time.sleep(0.1)  # 2.4 s in all: three session lifetimes
-    assert sorted(r.value for r in consume_all(tansu.bootstrap_servers, topic, expected_count=count)) \
+    assert sorted(cast(bytes, r.value) for r in consume_all(tansu.bootstrap_servers, topic, expected_count=count)) \
         == _expected(count)
     assert gw.stats.reauthentications >= 2
     assert gw.stats.expired_sessions == 0

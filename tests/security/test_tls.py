@@ -10,7 +10,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -40,7 +40,7 @@ def test_produce_over_tls_and_read_back_with_confluent_through_the_gateway(
     topic = unique_topic("tls")
     _produce(gw.bootstrap, {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}, topic, 20)
     values = read_back(gw.bootstrap, topic, 20, {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca)})
-    assert sorted(values) == sorted(f"v{i}".encode() for i in range(20))
+    assert sorted(cast("list[bytes]", values)) == sorted(f"v{i}".encode() for i in range(20))
     assert gw.stats.tls_failures == 0 and gw.stats.relayed > 0
 
 
@@ -59,7 +59,7 @@ def test_mutual_tls_with_an_encrypted_client_key(
     }
     _produce(gw.bootstrap, conf, topic, 10)
     records = consume_all(tansu.bootstrap_servers, topic, expected_count=10)
-    assert sorted(r.value for r in records) == sorted(f"v{i}".encode() for i in range(10))
+    assert sorted(cast(bytes, r.value) for r in records) == sorted(f"v{i}".encode() for i in range(10))
     assert gw.stats.tls_failures == 0
 
 

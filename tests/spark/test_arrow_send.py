@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 import pytest
-from spark_fakes import FakeProducer
 
 from sparkafka import errors
 from sparkafka.arrow_send import ArrowSendResult, OffsetRange, plan_columns, send_arrow
@@ -17,6 +18,11 @@ from sparkafka.errors import (
 )
 from sparkafka.producer.bulk import BulkAppend
 from sparkafka.producer.future import ProduceRequestResult
+
+if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/
+    from spark.spark_fakes import FakeProducer
+else:
+    from spark_fakes import FakeProducer
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import datetime
 import decimal
+from typing import TYPE_CHECKING
 
 import pytest
-from avro_decode import decode_record
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -24,6 +24,11 @@ from pyspark.sql.types import (
 
 from sparkafka.errors import InvalidRecordInputError
 from sparkafka.spark.avro_fallback import avro_schema, decimal_size, row_encoder, zigzag_varint
+
+if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/
+    from spark.avro_decode import decode_record
+else:
+    from avro_decode import decode_record
 
 
 @pytest.mark.parametrize(("n", "encoded"), [(0, b"\x00"), (-1, b"\x01"), (1, b"\x02"), (-64, b"\x7f"),

@@ -7,15 +7,19 @@ import decimal
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from avro_decode import decode_record
 
 from sparkafka.cli import main
 from support.consume import consume_all
+
+if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/
+    from spark.avro_decode import decode_record
+else:
+    from avro_decode import decode_record
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

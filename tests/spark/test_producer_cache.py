@@ -6,12 +6,17 @@ import multiprocessing
 import os
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import pytest
-from spark_fakes import FakeProducer
 
 from sparkafka._clock import ManualClock
 from sparkafka.spark.producer_cache import ProducerCache
+
+if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/
+    from spark.spark_fakes import FakeProducer
+else:
+    from spark_fakes import FakeProducer
 
 
 class Factory:

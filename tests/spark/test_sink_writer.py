@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -17,7 +18,6 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
-from spark_fakes import FakeProducer
 
 from sparkafka.arrow_send import plan_columns
 from sparkafka.errors import ConfigError, InvalidRecordInputError, KafkaError
@@ -32,6 +32,11 @@ from sparkafka.spark.writer import (
     SparkafkaStreamWriter,
     write_partition,
 )
+
+if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/
+    from spark.spark_fakes import FakeProducer
+else:
+    from spark_fakes import FakeProducer
 
 OPTS = SinkOptions.parse({"kafka.bootstrap.servers": "x:1", "topic": "t"})
 

@@ -442,7 +442,8 @@ class Gateway:
 
     def _handle(self, raw: socket.socket) -> None:
         session = _Session()
-        sock: socket.socket | None = raw
+        sock: socket.socket | None
+        sock = raw  # a separate assignment, so mypy narrows it to socket
         try:
             raw.settimeout(30.0)
             if self._tls is not None:

@@ -189,7 +189,8 @@ class KafkaProducer:
 
     # ------------------------------------------------------------------ send
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-             timestamp: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,
+             timestamp: int | None = None,
+             headers: Sequence[tuple[str, bytes | bytearray | memoryview | str | None]] | None = None,
              callback: Any = None) -> FutureRecordMetadata:
         """Append a record and return its future. Raises at once for bad input, a closed producer,
         or when metadata/memory are not available within ``max.block.ms``."""
