@@ -62,7 +62,7 @@ class _Leader:
 
     def __init__(self, address: tuple[str, int], partitions: list[int], batch: RecordBatchBuilder,
                  version: int, max_request_size: int) -> None:
-        self.sock = socket.create_connection(address)
+        self.sock = socket.create_connection(address, timeout=REQUEST_TIMEOUT_MS / 1000)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.proto = KafkaProtocol(client_id="sparkafka-ceiling")
         size = len(batch.close())
@@ -140,7 +140,10 @@ def run_ceiling(bootstrap_servers: str, topic: str, records: int, batch_size: in
                     leader.in_flight += 1
             if not any(leader.in_flight for leader in leaders):
                 break
-            for key, _ in sel.select():
+            events = sel.select(REQUEST_TIMEOUT_MS / 1000)
+            if not events:
+                raise SystemExit(f"no answer from the broker within {REQUEST_TIMEOUT_MS} ms (request.timeout.ms)")
+            for key, _ in events:
                 leader = key.data
                 data = leader.sock.recv(1 << 20)
                 if not data:
