@@ -1,6 +1,6 @@
 """Producer benchmark: sparkafka vs confluent-kafka, aiokafka and kafka-python, in one run.
 
-Usage: ``python benchmarks/run.py`` (about 9 minutes on 2 cores). Options: ``--quick`` (a tenth of
+Usage: ``python benchmarks/run.py`` (about 8 minutes on 2 cores; 12 with ``--repeat 3``). Options: ``--quick`` (a tenth of
 the records, for a smoke test), ``--scale X`` (multiply every record count), ``--repeat N`` (runs per
 client and workload, default 2, the best is reported: other load on the machine only ever slows a
 run down), ``--thread-rounds N`` (rounds of the threads block, default 5), ``--clients``,
