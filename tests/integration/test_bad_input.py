@@ -133,7 +133,7 @@ def test_none_value_bytes_likes_and_str_header_value_are_allowed(mock_target: Ta
     topic = mock_target.topic(1)
     producer = mock_target.producer()
     assert producer.send(topic, value=None, key=b"k").result(10).offset == 0
-    # str header values are accepted at runtime (encoded as UTF-8); send()'s annotation says bytes | None
+    # str header values are accepted (encoded as UTF-8), as send()'s headers annotation says
     assert producer.send(topic, headers=[("s", "text")]).result(10).offset == 1
     m = producer.send(topic, value=memoryview(b"mv"), key=bytearray(b"ba")).result(10)
     assert (m.offset, m.serialized_key_size, m.serialized_value_size) == (2, 2, 2)
