@@ -6,7 +6,8 @@ against the librdkafka mock cluster with injected errors and read the partition 
 Covered: the sequences of a partition after a batch failed in an aborted transaction, EndTxn answers
 that only make the transaction abortable, a commit or init called again after its wait timed out, an
 abort after a timed-out commit, an abort when no partition was ever added, an abort not held up by the
-batches behind a failed one, and EndTxn capped at v4.
+batches behind a failed one, an abort that waits for the answer to a batch that expired on the wire,
+and EndTxn capped at v4.
 """
 
 from __future__ import annotations
@@ -183,6 +184,32 @@ def test_abort_sends_no_end_txn_when_no_partition_was_added() -> None:
     assert tm.next_request(True) is None  # the retry is dropped: the transaction is doomed
     abort = tm.begin_abort()
     assert tm.next_request(False) is None  # nothing to end on the coordinator
+    assert abort.is_done() and abort.error is None and tm.state is TxnState.READY
+
+
+def test_abort_waits_for_the_answer_to_a_batch_that_expired_on_the_wire() -> None:
+    """A batch of the transaction expired at delivery.timeout.ms while its Produce was unanswered: it left
+    the accumulator, but the broker may still append it. EndTxn(abort) waits for the answer (or the
+    request's time-out, which closes the connection): sent before it, the late append would follow the
+    ABORT marker and open a transaction on the partition that nobody ends. Java sends EndTxn at once."""
+    tm = _ready()
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    batch = _batch(("t", 0))
+    assert tm.take_for_drain(("t", 0), batch) and batch.has_sequence()
+    batch.in_request = True  # the Sender sent it
+    tm.handle_expired_batch(batch, errors.DeliveryTimeoutError("expired while its request was unanswered"))
+    abort = tm.begin_abort()
+    assert tm.next_request(False) is None  # nothing incomplete in the accumulator, but the request is open
+    assert tm.next_request(False) is None
+    batch.in_request = False  # the Sender clears it when the answer or the request's time-out arrives
+    tm.handle_late_response(batch, errors.REQUEST_TIMED_OUT, -1)
+    end = tm.next_request(False)
+    assert end is not None and end.name == "EndTxn" and end.body["committed"] is False
+    end.handler({"error_code": 0}, None)
+    init = tm.next_request(False)  # the batch had a sequence: the abort re-initializes (a new epoch)
+    assert init is not None and init.name == "InitProducerId"
+    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 3}, None)
     assert abort.is_done() and abort.error is None and tm.state is TxnState.READY
 
 

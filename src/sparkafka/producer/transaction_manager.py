@@ -974,8 +974,11 @@ class TransactionManager:
                 self._enqueue(self._add_partitions_request())
             while self._pending:
                 req = self._pending[0]
-                if req.api_key == API_END_TXN and has_incomplete_batches:
-                    return None  # EndTxn waits until every batch is complete
+                if req.api_key == API_END_TXN and (has_incomplete_batches or self._any_on_wire()):
+                    # EndTxn waits until every batch is complete, and until no Produce of ours is unanswered:
+                    # a batch that expired on the wire left the accumulator but may still be appended, and
+                    # after the marker it would open a transaction nobody ends (stricter than Java)
+                    return None
                 if self.state is TxnState.ABORTABLE_ERROR and not req.is_find_coordinator:
                     # the transaction is doomed: fail what was asked (a commit) until the user aborts
                     self._pending.pop(0)
@@ -997,6 +1000,10 @@ class TransactionManager:
                     self._refresh_ids(req)
                 return req
             return None
+
+    def _any_on_wire(self) -> bool:
+        """A batch with a sequence is part of a Produce request still waiting for its answer."""
+        return any(e.on_wire() for e in self._partitions.values())
 
     def _refresh_ids(self, req: TxnRequest) -> None:
         """EndTxn carries the producer id/epoch current when it is sent (the epoch may have moved)."""
