@@ -313,6 +313,27 @@ def test_sliced_inputs(impl: str, where: str) -> None:
         _assert_same(bulk, ref)
 
 
+def test_a_sliced_headers_column_encodes_only_its_own_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ListArray.values`` is every header of the unsliced column: encoding them all for each slice made
+    sending a big batch in many slices quadratic. Only the slice's headers reach the encoder, with the
+    same bytes as an unsliced copy of the rows."""
+    rows = [(b"k%d" % i, b"v%d" % i, [("h", b"x%d" % i), ("g", None)]) for i in range(1000)]
+    batch = _batch(rows, "binary", "binary", "binary")
+    encoded: list[int] = []
+    real = arrow_records._length_and_bytes
+
+    def counting(arr: pa.Array) -> Any:
+        encoded.append(len(arr))
+        return real(arr)
+
+    monkeypatch.setattr(arrow_records, "_length_and_bytes", counting)
+    part = batch.slice(600, 10)
+    tails = encode_tails(part.column("key"), part.column("value"), part.column("headers"))
+    assert encoded[-2:] == [20, 20]  # header keys, then header values: 2 headers x 10 rows, not 2,000
+    copy = _batch(rows[600:610], "binary", "binary", "binary")
+    assert tails.equals(encode_tails(copy.column("key"), copy.column("value"), copy.column("headers")))
+
+
 def test_sliced_tails_array(impl: str) -> None:
     """``tail_buffers`` of a sliced tails array: ``first`` points at the slice's first row."""
     rows = _normalise(EXAMPLES, False, False, False)

@@ -122,7 +122,13 @@ def _encode_headers(col: pa.Array) -> pa.Array:
         list_type = pa.LargeListArray
     else:
         list_type = pa.ListArray
-    items = col.values  # every header of the unsliced column; the offsets below select each row's
+    # ``values`` holds every header of the unsliced column: take only this slice's (its offsets are
+    # positions in the unsliced one), so slicing a big column into many parts stays linear
+    offsets = col.offsets
+    first = offsets[0].as_py()
+    items = col.values.slice(first, offsets[-1].as_py() - first)
+    if first:
+        offsets = pc.subtract(offsets, pa.scalar(first, offsets.type))
     kind = items.type
     children = items.flatten()
     keys = children[kind.get_field_index("key")]
@@ -132,7 +138,7 @@ def _encode_headers(col: pa.Array) -> pa.Array:
     pieces = pc.binary_join_element_wise(key_len, key_bytes, value_len, value_bytes, _EMPTY)
     # No null mask here: ``from_arrays`` refuses one with the offsets of a sliced column. A null row may
     # still span headers (Arrow allows it), so its joined bytes are blanked afterwards.
-    joined = pc.binary_join(list_type.from_arrays(col.offsets, pieces), _EMPTY)
+    joined = pc.binary_join(list_type.from_arrays(offsets, pieces), _EMPTY)
     if col.null_count:
         joined = pc.if_else(col.is_valid(), joined, _EMPTY)
     counts = _VARINTS.encode(pc.fill_null(pc.list_value_length(col), 0))
