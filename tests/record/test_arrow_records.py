@@ -317,7 +317,7 @@ def test_a_sliced_headers_column_encodes_only_its_own_headers(monkeypatch: pytes
     """``ListArray.values`` is every header of the unsliced column: encoding them all for each slice made
     sending a big batch in many slices quadratic. Only the slice's headers reach the encoder, with the
     same bytes as an unsliced copy of the rows."""
-    rows = [(b"k%d" % i, b"v%d" % i, [("h", b"x%d" % i), ("g", None)]) for i in range(1000)]
+    rows: list[Row] = [(b"k%d" % i, b"v%d" % i, [("h", b"x%d" % i), ("g", None)]) for i in range(1000)]
     batch = _batch(rows, "binary", "binary", "binary")
     encoded: list[int] = []
     real = arrow_records._length_and_bytes
