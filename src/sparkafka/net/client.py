@@ -42,6 +42,8 @@ from .addresses import parse_bootstrap_servers
 from .backoff import ExponentialBackoff
 from .connection import (
     DEFAULT_MAX_RESPONSE_SIZE,
+    DISCONNECTED,
+    READY,
     BrokerConnection,
     ConnectionState,
     HandshakeStep,
@@ -209,18 +211,18 @@ class NetworkClient:
     def ready(self, node_id: int, now: float) -> bool:
         """True if a request can be sent to the node now; otherwise starts connecting if allowed."""
         conn = self._conns.get(node_id)
-        if conn is not None and conn.state is ConnectionState.READY:
+        if conn is not None and conn.state is READY:
             if conn.reauth_at_ms is not None and now >= conn.reauth_at_ms:
                 conn.start_reauthentication(now)  # once nothing is in flight; until then: not ready
                 return False
             return conn.can_send_more(self.max_in_flight)
-        if (conn is None or conn.state is ConnectionState.DISCONNECTED) and self._can_connect(node_id, now):
+        if (conn is None or conn.state is DISCONNECTED) and self._can_connect(node_id, now):
             self._initiate_connect(node_id, now)
         return False
 
     def is_ready(self, node_id: int, now: float | None = None) -> bool:
         conn = self._conns.get(node_id)
-        if conn is None or conn.state is not ConnectionState.READY:
+        if conn is None or conn.state is not READY:
             return False
         if conn.reauth_due(self.clock.monotonic_ms() if now is None else now):
             return False
@@ -228,11 +230,11 @@ class NetworkClient:
 
     def is_connected(self, node_id: int) -> bool:
         conn = self._conns.get(node_id)
-        return conn is not None and conn.state is ConnectionState.READY
+        return conn is not None and conn.state is READY
 
     def connection_state(self, node_id: int) -> ConnectionState:
         conn = self._conns.get(node_id)
-        return conn.state if conn is not None else ConnectionState.DISCONNECTED
+        return conn.state if conn is not None else DISCONNECTED
 
     def connection_failure(self, node_id: int) -> Exception | None:
         """The error that closed the node's last connection (None after a successful handshake)."""
@@ -273,8 +275,8 @@ class NetworkClient:
         """Ms until it is worth checking the node again: the remaining reconnect backoff when disconnected,
         the remaining setup time while connecting, infinity when connected (wait for I/O)."""
         conn = self._conns.get(node_id)
-        if conn is not None and conn.state is not ConnectionState.DISCONNECTED:
-            if conn.state is ConnectionState.READY:
+        if conn is not None and conn.state is not DISCONNECTED:
+            if conn.state is READY:
                 return math.inf
             deadline = conn.next_deadline_ms()
             return max(deadline - now, 0.0) if deadline is not None else 0.0
@@ -335,7 +337,7 @@ class NetworkClient:
             conn = self._conns.get(node_id)
             if (
                 conn is not None
-                and conn.state is ConnectionState.READY
+                and conn.state is READY
                 and conn.can_send_more(self.max_in_flight)
             ):
                 count = conn.in_flight_count()
@@ -385,7 +387,7 @@ class NetworkClient:
     ) -> None:
         node_id = conn.node_id
         node_state = self._states.setdefault(node_id, _NodeState())
-        if state is ConnectionState.READY:
+        if state is READY:
             log.debug("node %s (%s:%s) is ready", node_id, conn.host, conn.port)
             node_state.failures = 0
             node_state.setup_failures = 0
@@ -393,7 +395,7 @@ class NetworkClient:
             node_state.last_error = None
             node_state.auth_error = None
             self._ready_once.add(node_id)
-        elif state is ConnectionState.DISCONNECTED:
+        elif state is DISCONNECTED:
             now = self.clock.monotonic_ms()
             if node_id in self._ready_once:
                 self._ready_once.discard(node_id)
@@ -439,7 +441,7 @@ class NetworkClient:
         """
         now = self.clock.monotonic_ms()
         conn = self._conns.get(node_id)
-        if self._closed or conn is None or conn.state is not ConnectionState.READY:
+        if self._closed or conn is None or conn.state is not READY:
             state = conn.state.name if conn is not None else "DISCONNECTED"
             reason = "the client is closed" if self._closed else f"it is not ready (state {state})"
             error = errors.error_class_for_code(errors.NETWORK_EXCEPTION)(
@@ -546,7 +548,7 @@ class NetworkClient:
             return
         for node_id, conn in list(self._conns.items()):
             if (
-                conn.state is ConnectionState.READY
+                conn.state is READY
                 and conn.in_flight_count() == 0
                 and now - conn.last_activity_ms > limit
             ):

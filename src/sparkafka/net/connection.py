@@ -80,6 +80,17 @@ class ConnectionState(enum.IntEnum):
     READY = 5
 
 
+# The states as module constants, compared on every request here and in client.py: on Python 3.11
+# ``ConnectionState.READY`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
+# instructions per access instead of a global lookup (3.12 dropped the hook).
+DISCONNECTED = ConnectionState.DISCONNECTED
+CONNECTING = ConnectionState.CONNECTING
+TLS_HANDSHAKE = ConnectionState.TLS_HANDSHAKE
+API_VERSIONS = ConnectionState.API_VERSIONS
+AUTHENTICATING = ConnectionState.AUTHENTICATING
+READY = ConnectionState.READY
+
+
 HandshakeDone = Callable[[Exception | None], None]
 HandshakeStep = Callable[["BrokerConnection", HandshakeDone], None]
 """A step run in AUTHENTICATING: ``step(conn, done)`` sends its requests with ``conn.send_internal`` and
@@ -189,7 +200,7 @@ class BrokerConnection:
         )
         self._on_state_change = on_state_change
         self._recv_size = max(65536, receive_buffer_bytes)
-        self.state = ConnectionState.DISCONNECTED
+        self.state = DISCONNECTED
         self._sock: socket.socket | None = None
         self._events = 0
         self._protocol: KafkaProtocol | None = None
@@ -211,16 +222,16 @@ class BrokerConnection:
     # ------------------------------------------------------------------ state queries
     @property
     def is_ready(self) -> bool:
-        return self.state is ConnectionState.READY
+        return self.state is READY
 
     @property
     def is_connecting(self) -> bool:
         """Connecting or handshaking (not READY, not DISCONNECTED)."""
-        return ConnectionState.CONNECTING <= self.state < ConnectionState.READY
+        return CONNECTING <= self.state < READY
 
     @property
     def is_disconnected(self) -> bool:
-        return self.state is ConnectionState.DISCONNECTED
+        return self.state is DISCONNECTED
 
     def in_flight_count(self) -> int:
         return len(self._in_flight) + len(self._unwritten_no_response)
@@ -233,14 +244,14 @@ class BrokerConnection:
     def tls_version(self) -> str | None:
         """The negotiated TLS version ("TLSv1.3") once the TLS handshake is done, else None."""
         sock = self._sock
-        if isinstance(sock, ssl.SSLSocket) and self.state > ConnectionState.TLS_HANDSHAKE:
+        if isinstance(sock, ssl.SSLSocket) and self.state > TLS_HANDSHAKE:
             return sock.version()
         return None
 
     def reauth_due(self, now: float) -> bool:
         """True when a READY connection's SASL session should be renewed (KIP-368)."""
         at = self.reauth_at_ms
-        return at is not None and now >= at and self.state is ConnectionState.READY
+        return at is not None and now >= at and self.state is READY
 
     def schedule_reauthentication(self, at_ms: float | None, step: HandshakeStep) -> None:
         """Called by a SASL step that succeeded: renew the session with ``step`` at ``at_ms`` (None: never)."""
@@ -259,10 +270,10 @@ class BrokerConnection:
 
     def next_deadline_ms(self) -> float | None:
         """The earliest time at which ``check_timeouts`` has something to do."""
-        if self.state is ConnectionState.DISCONNECTED:
+        if self.state is DISCONNECTED:
             return None
         deadline: float | None = None
-        if self.state is not ConnectionState.READY:
+        if self.state is not READY:
             deadline = self._setup_deadline_ms
         for req in self._in_flight:
             if deadline is None or req.deadline_ms < deadline:
@@ -304,7 +315,7 @@ class BrokerConnection:
     # ------------------------------------------------------------------ connecting
     def connect(self, now: float, setup_timeout_ms: float | None = None) -> None:
         """Start a non-blocking connect; failures close the connection (see ``last_error``)."""
-        if self.state is not ConnectionState.DISCONNECTED:
+        if self.state is not DISCONNECTED:
             raise errors.IllegalStateError(f"connect() on node {self.node_id} in state {self.state.name}")
         timeout = self.connect_timeout_ms if setup_timeout_ms is None else setup_timeout_ms
         self._setup_timeout_ms = timeout
@@ -321,7 +332,7 @@ class BrokerConnection:
         self.reauth_at_ms = None
         self._reauth_step = None
         self._reauthenticating = None
-        self._set_state(ConnectionState.CONNECTING, None)
+        self._set_state(CONNECTING, None)
         try:
             infos = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
         except (OSError, UnicodeError) as exc:
@@ -371,7 +382,7 @@ class BrokerConnection:
         self._start_api_versions(now)
 
     def _start_api_versions(self, now: float) -> None:
-        self._set_state(ConnectionState.API_VERSIONS, None)
+        self._set_state(API_VERSIONS, None)
         self._update_interest()
         hi = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         self._send_api_versions(hi, now)
@@ -397,7 +408,7 @@ class BrokerConnection:
             self._close_with(handshake_error(exc, self.node_id, self.host, self.port))
             return
         self._sock = wrapped
-        self._set_state(ConnectionState.TLS_HANDSHAKE, None)
+        self._set_state(TLS_HANDSHAKE, None)
         self._tls_wants = selectors.EVENT_WRITE
         self._update_interest()
         self._do_tls_handshake(now)
@@ -469,19 +480,19 @@ class BrokerConnection:
         except errors.KafkaError as exc:
             self._close_with(exc)
             return
-        self._set_state(ConnectionState.AUTHENTICATING, None)
+        self._set_state(AUTHENTICATING, None)
         self._next_handshake_step()
 
     def _next_handshake_step(self) -> None:
         if self._handshake_index >= len(self._handshake):
             self.last_error = None
-            self._set_state(ConnectionState.READY, None)
+            self._set_state(READY, None)
             return
         step = self._handshake[self._handshake_index]
         index = self._handshake_index
 
         def done(error: Exception | None) -> None:
-            if self.state is not ConnectionState.AUTHENTICATING or self._handshake_index != index:
+            if self.state is not AUTHENTICATING or self._handshake_index != index:
                 return
             if error is not None:
                 self._close_with(error)
@@ -515,18 +526,18 @@ class BrokerConnection:
         self.reauth_at_ms = None
         self._setup_timeout_ms = self.request_timeout_ms
         self._setup_deadline_ms = now + self.request_timeout_ms
-        self._set_state(ConnectionState.AUTHENTICATING, None)
+        self._set_state(AUTHENTICATING, None)
         ticket = object()
         self._reauthenticating = ticket
 
         def done(error: Exception | None) -> None:
-            if self.state is not ConnectionState.AUTHENTICATING or self._reauthenticating is not ticket:
+            if self.state is not AUTHENTICATING or self._reauthenticating is not ticket:
                 return
             self._reauthenticating = None
             if error is not None:
                 self._close_with(error)
                 return
-            self._set_state(ConnectionState.READY, None)
+            self._set_state(READY, None)
 
         self._run_step(step, done)
         return True
@@ -544,7 +555,7 @@ class BrokerConnection:
         now: float | None = None,
     ) -> int:
         """Queue a user request (READY only); returns its correlation id. Failures reach ``callback``."""
-        if self.state is not ConnectionState.READY:
+        if self.state is not READY:
             raise errors.IllegalStateError(f"node {self.node_id} is not ready (state {self.state.name})")
         return self._send(api_key, version, body, callback, expect_response, timeout_ms, now, internal=False)
 
@@ -558,14 +569,14 @@ class BrokerConnection:
         now: float | None = None,
     ) -> int:
         """Queue a handshake request (any connected state); ``callback`` runs as soon as it completes."""
-        if self.state < ConnectionState.API_VERSIONS:
+        if self.state < API_VERSIONS:
             raise errors.IllegalStateError(f"node {self.node_id} is not connected (state {self.state.name})")
         return self._send(api_key, version, body, callback, True, None, now, internal=True)
 
     def send_raw_token(self, token: bytes, callback: RawTokenCallback) -> None:
         """Write ``int32 length + token`` outside Kafka framing (SASL after SaslHandshake v0); ``callback``
         gets the broker's next length-framed token. Only while AUTHENTICATING."""
-        if self.state is not ConnectionState.AUTHENTICATING:
+        if self.state is not AUTHENTICATING:
             raise errors.IllegalStateError(
                 f"raw SASL tokens are only allowed while authenticating (node {self.node_id}, "
                 f"state {self.state.name})"
@@ -611,7 +622,7 @@ class BrokerConnection:
             self._in_flight.append(req)
         else:
             self._unwritten_no_response.append(req)
-        if (self._out or self._sock is None or self.state <= ConnectionState.TLS_HANDSHAKE
+        if (self._out or self._sock is None or self.state <= TLS_HANDSHAKE
                 or self._ssl_context is not None or not _HAS_SENDMSG or len(pieces) > _SENDMSG_MAX_BUFFERS):
             self._out.append(memoryview(b"".join(pieces)))  # queued behind other bytes, or TLS: one copy
             self._flush()
@@ -640,16 +651,16 @@ class BrokerConnection:
     # ------------------------------------------------------------------ I/O events
     def handle_events(self, mask: int, now: float) -> None:
         """Called by the owner's selector loop."""
-        if self.state is ConnectionState.CONNECTING:
+        if self.state is CONNECTING:
             if mask & (selectors.EVENT_WRITE | selectors.EVENT_READ):
                 self._finish_connect(now)
             return
-        if self.state is ConnectionState.TLS_HANDSHAKE:
+        if self.state is TLS_HANDSHAKE:
             self._do_tls_handshake(now)
             return
         if mask & selectors.EVENT_WRITE:
             self._flush()
-        if mask & selectors.EVENT_READ and self.state is not ConnectionState.DISCONNECTED:
+        if mask & selectors.EVENT_READ and self.state is not DISCONNECTED:
             self._read(now)
 
     def _finish_connect(self, now: float) -> None:
@@ -667,7 +678,7 @@ class BrokerConnection:
     def _flush(self) -> None:
         sock = self._sock
         out = self._out
-        if sock is None or not out or self.state <= ConnectionState.TLS_HANDSHAKE:
+        if sock is None or not out or self.state <= TLS_HANDSHAKE:
             self._update_interest()
             return
         tls = self._ssl_context is not None
@@ -730,7 +741,7 @@ class BrokerConnection:
             got = len(data)
             if self._raw_waiters or self._raw_buf:
                 data = self._feed_raw(data)
-                if self.state is ConnectionState.DISCONNECTED or self._protocol is not protocol:
+                if self.state is DISCONNECTED or self._protocol is not protocol:
                     return
                 if not data:
                     if got < self._recv_size and not (tls and _tls_pending(sock)):
@@ -738,7 +749,7 @@ class BrokerConnection:
                     continue
             if (
                 not tls
-                and self.state is ConnectionState.API_VERSIONS
+                and self.state is API_VERSIONS
                 and not protocol.buffered_bytes()
                 and looks_like_tls_alert(data)
             ):
@@ -777,7 +788,7 @@ class BrokerConnection:
                         return
                     self._in_flight.popleft()
                     self._complete(req, response.body, None, done_ms)
-                    if self.state is ConnectionState.DISCONNECTED or self._protocol is not protocol:
+                    if self.state is DISCONNECTED or self._protocol is not protocol:
                         return  # a handshake callback closed the connection
             if got < self._recv_size and not (tls and _tls_pending(sock)):
                 return
@@ -804,10 +815,10 @@ class BrokerConnection:
                 callback(token)
             except Exception as exc:
                 log.exception("node %s: SASL token callback failed", self.node_id)
-                if self.state is not ConnectionState.DISCONNECTED:
+                if self.state is not DISCONNECTED:
                     self._close_with(exc)
                 return b""
-            if self.state is ConnectionState.DISCONNECTED:
+            if self.state is DISCONNECTED:
                 return b""
         if self._raw_waiters:
             return b""
@@ -838,7 +849,7 @@ class BrokerConnection:
         if (
             isinstance(exc, ssl.SSLError)
             and not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
-            and self.state is not ConnectionState.READY
+            and self.state is not READY
         ):
             self._close_with(handshake_error(exc, self.node_id, self.host, self.port))
             return
@@ -855,7 +866,7 @@ class BrokerConnection:
                 req.callback(resp)
             except Exception as exc:
                 log.exception("node %s: handshake callback failed", self.node_id)
-                if self.state is not ConnectionState.DISCONNECTED:
+                if self.state is not DISCONNECTED:
                     self._close_with(exc)
         else:
             self.completions.append((req.callback, resp))
@@ -864,11 +875,11 @@ class BrokerConnection:
     def check_timeouts(self, now: float) -> bool:
         """Close the connection if its setup or any request passed its deadline; True if it did."""
         state = self.state
-        if state is ConnectionState.DISCONNECTED:
+        if state is DISCONNECTED:
             return False
-        if state is not ConnectionState.READY and now >= self._setup_deadline_ms:
+        if state is not READY and now >= self._setup_deadline_ms:
             hint = ""
-            if state is ConnectionState.TLS_HANDSHAKE:
+            if state is TLS_HANDSHAKE:
                 hint = "; the broker never answered the TLS handshake: is it a plaintext listener? (security.protocol)"
             elif self._reauthenticating is not None:
                 hint = "; SASL re-authentication got no answer (request.timeout.ms)"
@@ -909,8 +920,8 @@ class BrokerConnection:
     def _disconnect(self, reason: str) -> None:
         network_cls = errors.error_class_for_code(errors.NETWORK_EXCEPTION)
         text = f"connection to node {self.node_id} ({self.host}:{self.port}) lost: {reason}"
-        if self.state is not ConnectionState.READY:
-            if self.state is ConnectionState.API_VERSIONS and self._ssl_context is None:
+        if self.state is not READY:
+            if self.state is API_VERSIONS and self._ssl_context is None:
                 text += (" (before answering ApiVersions: if this listener uses TLS, set security.protocol "
                          "to SSL or SASL_SSL)")
             self._close_with(errors.KafkaConnectionError(text))
@@ -925,7 +936,7 @@ class BrokerConnection:
 
     def close(self, reason: str = "closed by the client") -> None:
         """Close the socket and fail in-flight requests with NETWORK_EXCEPTION; idempotent."""
-        if self.state is ConnectionState.DISCONNECTED and self._sock is None:
+        if self.state is DISCONNECTED and self._sock is None:
             return
         network_cls = errors.error_class_for_code(errors.NETWORK_EXCEPTION)
         text = f"connection to node {self.node_id} ({self.host}:{self.port}) {reason}"
@@ -968,12 +979,12 @@ class BrokerConnection:
         if error is not None:
             self.last_error = error
         was = self.state
-        self.state = ConnectionState.DISCONNECTED
+        self.state = DISCONNECTED
         now = self._clock.monotonic_ms()
         for req in failed:
             self._complete(req, None, make_error(req), now)
-        if was is not ConnectionState.DISCONNECTED and self._on_state_change is not None:
-            self._on_state_change(self, ConnectionState.DISCONNECTED, error)
+        if was is not DISCONNECTED and self._on_state_change is not None:
+            self._on_state_change(self, DISCONNECTED, error)
 
     def close_selector(self) -> None:
         """Release a selector this connection created itself (standalone use)."""
@@ -991,9 +1002,9 @@ class BrokerConnection:
         sock = self._sock
         if sock is None:
             return
-        if self.state is ConnectionState.CONNECTING:
+        if self.state is CONNECTING:
             wanted = selectors.EVENT_WRITE
-        elif self.state is ConnectionState.TLS_HANDSHAKE:
+        elif self.state is TLS_HANDSHAKE:
             wanted = self._tls_wants
         else:
             wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._out else 0)

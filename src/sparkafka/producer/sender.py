@@ -49,6 +49,7 @@ log = logging.getLogger("sparkafka.producer")
 
 _MAX_FULL_ROUNDS = 5  # requests per node in one loop while full batches are queued (max.in.flight bounds it)
 _MAX_POLL_MS = 1000.0  # never sleep longer: expiry and transactional timers are re-checked at least this often
+_PRODUCE = ApiKey.PRODUCE  # a module constant: on Python 3.11 ``ApiKey.PRODUCE`` costs enum's __getattr__ hook
 
 
 class Sender:
@@ -303,7 +304,7 @@ class Sender:
             if not batches:
                 return
         try:
-            version = self.client.api_version(node, ApiKey.PRODUCE, self._produce_max_version)
+            version = self.client.api_version(node, _PRODUCE, self._produce_max_version)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
             for b in batches:
                 self._remove_in_flight(b)
@@ -334,7 +335,7 @@ class Sender:
         def on_response(resp: ClientResponse) -> None:
             self._handle_produce_response(resp, by_tp)
 
-        self.client.send(node, ApiKey.PRODUCE, body, version=version, expect_response=self.acks != 0,
+        self.client.send(node, _PRODUCE, body, version=version, expect_response=self.acks != 0,
                          callback=on_response)
 
     def _handle_produce_response(self, resp: ClientResponse, by_tp: dict[TopicPartition, ProducerBatch]) -> None:

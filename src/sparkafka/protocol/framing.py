@@ -83,9 +83,12 @@ def request_header_version(api_key: int, api_version: int) -> int:
     return 2 if _spec(api_key).is_flexible(api_version) else 1
 
 
+_API_VERSIONS = ApiKey.API_VERSIONS  # read once: on Python 3.11 ``ApiKey.X`` costs enum's __getattr__ hook
+
+
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for a flexible API version, else 0; always 0 for ApiVersions."""
-    if api_key == ApiKey.API_VERSIONS:
+    if api_key == _API_VERSIONS:
         return 0
     return 1 if _spec(api_key).is_flexible(api_version) else 0
 

@@ -29,7 +29,7 @@ from sparkafka._types import Headers
 from sparkafka.accel import ACCEL
 from sparkafka.errors import CorruptRecordBatchError, InvalidRecordInputError
 from sparkafka.record._varint import NULL_LENGTH, SMALL, VARINT, VARINT_ATTR0, varint_size, zigzag_varint
-from sparkafka.record.compression import CompressionType, compress, validate_level
+from sparkafka.record.compression import NO_COMPRESSION, CompressionType, compress, validate_level
 from sparkafka.record.crc import crc32c
 
 RECORD_BATCH_OVERHEAD = 61
@@ -406,7 +406,7 @@ class RecordBatchBuilder:
         of their own that ``buffer.memory`` does not count. ``close()`` later only rewrites the
         producer state and the CRC."""
         self._appends_closed = True
-        if self._compression != CompressionType.NONE and self.record_count and self._built is None:
+        if self._compression != NO_COMPRESSION and self.record_count and self._built is None:
             self.close()
 
     @property
@@ -446,7 +446,7 @@ class RecordBatchBuilder:
         from sparkafka.record.reader import _decode_records, decode_batch  # the reader imports this module
 
         built = self._built
-        if built is not None and len(built) and self._compression != CompressionType.NONE:
+        if built is not None and len(built) and self._compression != NO_COMPRESSION:
             # close() compressed the records in place: decode the built batch instead
             return [(r.timestamp, r.key, r.value, r.headers or None) for r in decode_batch(built).records]
         raw = bytes(memoryview(self._buf)[RECORD_BATCH_OVERHEAD:self._pos])
@@ -480,7 +480,7 @@ class RecordBatchBuilder:
             codec = self._compression
             out = self._buf
             size = self._pos
-            if codec != CompressionType.NONE:
+            if codec != NO_COMPRESSION:
                 with memoryview(out) as whole:
                     payload = compress(codec, whole[RECORD_BATCH_OVERHEAD:size], self._compression_level)
                 self.actual_compression_ratio = len(payload) / (size - RECORD_BATCH_OVERHEAD)

