@@ -243,7 +243,7 @@ class RecordBatchBuilder:
         )
         # 0.0 means "no compression": the estimate is then exact
         self._ratio_factor = (
-            0.0 if self._compression == CompressionType.NONE
+            0.0 if self._compression == NO_COMPRESSION
             else compression_ratio_estimate * COMPRESSION_RATE_ESTIMATION_FACTOR
         )
         self._base_timestamp = 0
