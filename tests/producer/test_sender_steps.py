@@ -576,6 +576,31 @@ def test_an_internal_error_while_completing_fails_the_batch_instead_of_hanging(
     assert rig.accumulator.buffer_pool_available_memory() == 1 << 22
 
 
+def test_an_internal_error_while_completing_a_success_fails_the_batch_instead_of_hanging(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same guard on the path of a batch answered without error (``Sender._succeed``)."""
+    rig = Rig()
+    futures = [rig.send(b"%d" % i) for i in range(3)]
+    other = rig.send(b"x", partition=1)
+    req = rig.step_one()
+
+    def broken_complete_ok(batch: Any, base_offset: int, log_append_time: int) -> None:
+        if batch.tp == (T, 0):
+            raise RuntimeError("completion bug")
+        real(batch, base_offset, log_append_time)
+
+    real = rig.sender._complete_ok
+    monkeypatch.setattr(rig.sender, "_complete_ok", broken_complete_ok)
+    rig.client.respond_produce(req, offsets={(T, 0): 10, (T, 1): 20})
+    rig.step()
+    for future in futures:
+        exc = future.exception(0)
+        assert isinstance(exc, errors.KafkaError) and "completion bug" in str(exc)
+    assert other.result(0).offset == 20  # the other batch of the answer completes as usual
+    assert not rig.accumulator.has_incomplete()  # flush() has nothing left to wait for
+    assert rig.accumulator.buffer_pool_available_memory() == 1 << 22
+
+
 def test_non_retriable_error_fails_only_that_batch() -> None:
     rig = Rig()
     f0, f1 = rig.send(b"a", partition=0), rig.send(b"b", partition=1)

@@ -297,12 +297,14 @@ class Sender:
 
     # ----------------------------------------------------------- produce path
     def _send_produce_request(self, node: int, batches: list[ProducerBatch], now: float) -> None:
-        if any(b.final_state is not None for b in batches):
-            # Expired by this loop's scan after the drain (Java sends them anyway): the caller was told, and
-            # the buffer is back in the pool, where a new batch may already be writing into it.
-            batches = [b for b in batches if b.final_state is None]
-            if not batches:
-                return
+        for b in batches:
+            if b.final_state is not None:
+                # Expired by this loop's scan after the drain (Java sends them anyway): the caller was told,
+                # and the buffer is back in the pool, where a new batch may already be writing into it.
+                batches = [b for b in batches if b.final_state is None]
+                if not batches:
+                    return
+                break
         try:
             version = self.client.api_version(node, _PRODUCE, self._produce_max_version)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
@@ -361,17 +363,21 @@ class Sender:
                 self._complete_batch(b, 0, -1, -1, -1, None, None, now)
             return
         complete = self._complete_batch
+        succeed = self._succeed
         unanswered = by_tp  # this request's own map: each answered batch is taken out of it
         for topic_resp in resp.body.get("responses", ()):
             name = str(topic_resp.get("name"))
             for p in topic_resp.get("partition_responses", ()):
-                found = unanswered.pop((name, int(p["index"])), None)
+                found = unanswered.pop((name, p["index"]), None)
                 if found is None:
                     continue
                 get = p.get
-                complete(found, int(get("error_code", 0)), int(get("base_offset", -1)),
-                         int(get("log_append_time_ms", -1)), int(get("log_start_offset", -1)),
-                         get("record_errors") or None, get("error_message"), now)
+                code = get("error_code", 0)
+                if not code and found.final_state is None:
+                    succeed(found, get("base_offset", -1), get("log_append_time_ms", -1))
+                else:
+                    complete(found, code, get("base_offset", -1), get("log_append_time_ms", -1),
+                             get("log_start_offset", -1), get("record_errors") or None, get("error_message"), now)
         for b in unanswered.values():
             complete(b, errors.NETWORK_EXCEPTION, -1, -1, -1, None,
                      "the broker's response did not mention this partition", now)
@@ -385,12 +391,26 @@ class Sender:
             self._complete_batch_unguarded(batch, code, base_offset, log_append_time, log_start_offset,
                                            record_errors, error_message, now)
         except Exception as exc:
-            log.exception("internal error while completing batch %s", batch)
-            if not batch.is_done():
-                batch.abort(errors.KafkaError(
-                    f"sparkafka failed to complete the batch to {batch.tp[0]}-{batch.tp[1]} after the "
-                    f"broker's answer ({errors.error_name(code)}): {exc!r}; its records were not delivered"))
-                self.accumulator.deallocate(batch)
+            self._fail_after_internal_error(batch, code, exc)
+
+    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        """``_complete_batch`` for an answer without error to a batch that is not done yet (the usual
+        case, one call less per batch), with the same guard."""
+        try:
+            self._remove_in_flight(batch)
+            if self.guarantee_message_order:
+                self.accumulator.unmute(batch.tp)
+            self._complete_ok(batch, base_offset, log_append_time)
+        except Exception as exc:
+            self._fail_after_internal_error(batch, 0, exc)
+
+    def _fail_after_internal_error(self, batch: ProducerBatch, code: int, exc: Exception) -> None:
+        log.exception("internal error while completing batch %s", batch)
+        if not batch.is_done():
+            batch.abort(errors.KafkaError(
+                f"sparkafka failed to complete the batch to {batch.tp[0]}-{batch.tp[1]} after the "
+                f"broker's answer ({errors.error_name(code)}): {exc!r}; its records were not delivered"))
+            self.accumulator.deallocate(batch)
 
     def _complete_batch_unguarded(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
                                   log_start_offset: int, record_errors: list[dict[str, Any]] | None,

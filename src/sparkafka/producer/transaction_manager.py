@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
-from ..record.builder import increment_sequence
+from ..record.builder import NO_SEQUENCE, increment_sequence
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
@@ -217,6 +217,7 @@ class TransactionManager:
     def __init__(self, transactional_id: str | None, transaction_timeout_ms: int,
                  retry_backoff_ms: int = 100) -> None:
         self.transactional_id = transactional_id
+        self.is_transactional = transactional_id is not None
         self.transaction_timeout_ms = transaction_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.lock = threading.RLock()
@@ -242,10 +243,6 @@ class TransactionManager:
         self._bump_required = False  # transactional: re-initialize after the abort
 
     # ================================================================== basics
-    @property
-    def is_transactional(self) -> bool:
-        return self.transactional_id is not None
-
     @property
     def generation(self) -> int:
         """Incremented by every successful InitProducerId."""
@@ -329,44 +326,53 @@ class TransactionManager:
 
     def take_for_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
         """The accumulator's drain may take ``first`` (not ``should_stop_drain``); a never-sent batch
-        then gets its sequence (``assign_sequence``), under one acquisition of the lock."""
+        then gets its sequence (``assign_sequence``), under one acquisition of the lock (once per batch)."""
         with self.lock:
-            if self.should_stop_drain(tp, first):
+            if self._should_stop_drain(tp, first):
                 return False
-            if not first.has_sequence():
-                self.assign_sequence(first)
+            if first.base_sequence == NO_SEQUENCE:
+                self._assign_sequence(first)
             return True
 
     def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
         """Java ``shouldStopDrainBatchesForPartition`` (plus: never while the partition waits for a
         rewrite under a new producer id)."""
         with self.lock:
-            if not self.has_producer_id() or self.has_fatal_error():
-                return True
-            if not self.is_send_to_partition_allowed(tp):
-                return True
-            e = self._partitions.get(tp)
-            if e is None:
-                return False
-            if tp in self._rewrite:
-                return True
-            if not first.has_sequence():
-                if e.in_flight and e.generation != self._generation:
-                    return True  # batches of an older producer id still in flight here
-                return tp in self._unresolved
-            # a retry goes only when it is the lowest sequence still in flight
-            return bool(e.in_flight) and e.in_flight[0] is not first and first in e.in_flight
+            return self._should_stop_drain(tp, first)
+
+    def _should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
+        state = self.state
+        # not has_producer_id(), has_fatal_error(), not is_send_to_partition_allowed(tp)
+        if self.producer_id == NO_PRODUCER_ID or state is _FATAL_ERROR:
+            return True
+        if self.is_transactional and (state in _NO_PRODUCER_ID_YET or tp not in self._txn_partitions):
+            return True
+        e = self._partitions.get(tp)
+        if e is None:
+            return False
+        if tp in self._rewrite:
+            return True
+        if first.base_sequence == NO_SEQUENCE:
+            if e.in_flight and e.generation != self._generation:
+                return True  # batches of an older producer id still in flight here
+            return tp in self._unresolved
+        # a retry goes only when it is the lowest sequence still in flight
+        return bool(e.in_flight) and e.in_flight[0] is not first and first in e.in_flight
 
     def assign_sequence(self, batch: ProducerBatch) -> None:
         """Give a never-sent batch the partition's next sequence and track it as in flight."""
         with self.lock:
-            e = self._entry(batch.tp)
-            if e.generation != self._generation and not e.in_flight:
-                e.restart(self._generation, self.producer_id, self.epoch)
-                self._unresolved.pop(batch.tp, None)
-            batch.set_producer_state(e.producer_id, e.producer_epoch, e.next_sequence, self.is_transactional)
-            e.next_sequence = increment_sequence(e.next_sequence, batch.record_count)
-            e.in_flight.append(batch)
+            self._assign_sequence(batch)
+
+    def _assign_sequence(self, batch: ProducerBatch) -> None:
+        e = self._entry(batch.tp)
+        if e.generation != self._generation and not e.in_flight:
+            e.restart(self._generation, self.producer_id, self.epoch)
+            self._unresolved.pop(batch.tp, None)
+        sequence = e.next_sequence
+        batch.set_producer_state(e.producer_id, e.producer_epoch, sequence, self.is_transactional)
+        e.next_sequence = increment_sequence(sequence, batch.record_count)
+        e.in_flight.append(batch)
 
     def begin_split(self, batch: ProducerBatch) -> None:
         """The Sender is about to split ``batch``: its parts (``add_in_flight_batch``) take its place."""
