@@ -327,7 +327,8 @@ class Sender:
             size = wire.nbytes
             records += b.record_count
             wire_bytes += size
-            uncompressed += max(size, b.builder.uncompressed_bytes + RECORD_BATCH_OVERHEAD)
+            raw = b.builder.uncompressed_bytes + RECORD_BATCH_OVERHEAD  # no max(): it costs ~750 instructions
+            uncompressed += raw if raw > size else size
         # The pieces reference the batches' pooled buffers; client.send writes them or copies what the socket
         # did not take before it returns, so a batch expired or completed later can give its buffer back.
         body = encode_produce_request_parts(version, self.transactional_id, self.acks, self.request_timeout_ms,

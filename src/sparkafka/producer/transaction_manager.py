@@ -585,7 +585,9 @@ class TransactionManager:
             if e.last_acked_sequence == -1 or _seq_after(last, e.last_acked_sequence):
                 e.last_acked_sequence = last
             if base_offset >= 0:
-                e.last_acked_offset = max(e.last_acked_offset, base_offset + batch.record_count - 1)
+                last_offset = base_offset + batch.record_count - 1
+                if last_offset > e.last_acked_offset:
+                    e.last_acked_offset = last_offset
 
     def handle_failed_batch(self, batch: ProducerBatch, exc: BaseException, adjust_sequences: bool) -> None:
         """A batch failed for good (Java ``handleFailedBatch``)."""
