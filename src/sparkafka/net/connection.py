@@ -80,9 +80,8 @@ class ConnectionState(enum.IntEnum):
     READY = 5
 
 
-# The states as module constants, compared on every request here and in client.py: on Python 3.11
-# ``ConnectionState.READY`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
-# instructions per access instead of a global lookup (3.12 dropped the hook).
+# The states as module constants for the per-request checks here and in client.py (enum members on
+# Python 3.11 are slow to read: docs/DESIGN.md, Performance notes).
 DISCONNECTED = ConnectionState.DISCONNECTED
 CONNECTING = ConnectionState.CONNECTING
 TLS_HANDSHAKE = ConnectionState.TLS_HANDSHAKE

@@ -81,9 +81,7 @@ class FinalState(enum.Enum):
     ABORTED = "ABORTED"
 
 
-# As module constants for the completion of every batch: on Python 3.11 an enum member read as
-# ``Class.MEMBER`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
-# instructions per access.
+# Module constants for the completion of every batch (docs/DESIGN.md, Performance notes).
 _SUCCEEDED = FinalState.SUCCEEDED
 _FAILED = FinalState.FAILED
 _ABORTED = FinalState.ABORTED

@@ -49,7 +49,7 @@ log = logging.getLogger("sparkafka.producer")
 
 _MAX_FULL_ROUNDS = 5  # requests per node in one loop while full batches are queued (max.in.flight bounds it)
 _MAX_POLL_MS = 1000.0  # never sleep longer: expiry and transactional timers are re-checked at least this often
-_PRODUCE = ApiKey.PRODUCE  # a module constant: on Python 3.11 ``ApiKey.PRODUCE`` costs enum's __getattr__ hook
+_PRODUCE = ApiKey.PRODUCE  # a module constant (docs/DESIGN.md, Performance notes)
 
 
 class Sender:

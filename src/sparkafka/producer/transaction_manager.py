@@ -92,9 +92,7 @@ class TxnState(enum.Enum):
     FATAL_ERROR = "FATAL_ERROR"
 
 
-# The states the per-batch predicates compare with, as module constants: on Python 3.11 an enum member
-# read as ``Class.MEMBER`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
-# instructions per access.
+# The states the per-batch predicates compare with, as module constants (docs/DESIGN.md, Performance notes).
 _FATAL_ERROR = TxnState.FATAL_ERROR
 _ABORTABLE_ERROR = TxnState.ABORTABLE_ERROR
 _ABORTING = TxnState.ABORTING_TRANSACTION

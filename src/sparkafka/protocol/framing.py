@@ -83,7 +83,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
     return 2 if _spec(api_key).is_flexible(api_version) else 1
 
 
-_API_VERSIONS = ApiKey.API_VERSIONS  # read once: on Python 3.11 ``ApiKey.X`` costs enum's __getattr__ hook
+_API_VERSIONS = ApiKey.API_VERSIONS  # a module constant (docs/DESIGN.md, Performance notes)
 
 
 def response_header_version(api_key: int, api_version: int) -> int:

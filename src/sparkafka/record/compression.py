@@ -61,9 +61,7 @@ class CompressionType(IntEnum):
 
 
 NO_COMPRESSION = CompressionType.NONE
-"""``CompressionType.NONE`` for the per-batch checks: on Python 3.11 reading an enum member as
-``Class.MEMBER`` goes through the ``__getattr__`` hook of enum's metaclass, about 850 machine
-instructions per access."""
+"""``CompressionType.NONE`` for the per-batch checks (docs/DESIGN.md, Performance notes)."""
 
 
 # codec -> (min, max, default, extra allowed value or None)
