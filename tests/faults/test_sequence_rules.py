@@ -40,6 +40,14 @@ def _rig(**kwargs: object) -> Rig:
     return rig
 
 
+def _prime(rig: Rig) -> None:
+    """One batch of P0 sent and acknowledged: from then on several batches of P0 may be in flight
+    (until the partition's first batch is acknowledged, it goes alone: see the first-batch test)."""
+    rig.send(b"prime")
+    rig.client.respond_produce(rig.step_one())
+    rig.step()
+
+
 def _ids(req: FakeRequest, tp: tuple[str, int] = P0) -> tuple[int, int, int]:
     batch = req.batches()[tp]
     return batch.producer_id, batch.base_sequence, len(batch.records)
@@ -47,16 +55,42 @@ def _ids(req: FakeRequest, tp: tuple[str, int] = P0) -> tuple[int, int, int]:
 
 def test_up_to_five_batches_of_a_partition_are_in_flight_with_consecutive_sequences() -> None:
     rig = _rig()
+    _prime(rig)
     reqs = []
     for i in range(5):
         rig.send(b"%d" % i)
         reqs.append(rig.step_one())
-    assert [_ids(r) for r in reqs] == [(1000, i, 1) for i in range(5)]
+    assert [_ids(r) for r in reqs] == [(1000, i + 1, 1) for i in range(5)]
     assert PRODUCE_VERSION >= 3
+
+
+def test_a_partitions_first_batch_goes_alone_until_it_is_acknowledged() -> None:
+    """A broker with no state for the producer on a partition appends a first batch with any sequence
+    (Kafka's ProducerAppendInfo.checkSequence): had "b" (sequence 1) gone out while "a" (sequence 0) was
+    answered NOT_LEADER_OR_FOLLOWER (a topic just created), "b" would be written and "a" refused with
+    OUT_OF_ORDER_SEQUENCE_NUMBER until delivery.timeout.ms (seen on Apache Kafka 4.4)."""
+    rig = _rig()
+    f_a = rig.send(b"a")
+    req_a = rig.step_one()
+    f_b = rig.send(b"b")
+    assert rig.step(10) == []  # "b" waits for the first acknowledgement
+    rig.client.respond_produce(req_a, codes={P0: 6})  # NOT_LEADER_OR_FOLLOWER: retriable
+    rig.step()
+    retry_a = rig.step_one(10)
+    assert _ids(retry_a) == (1000, 0, 1)
+    assert rig.step(10) == []
+    rig.client.respond_produce(retry_a, offsets={P0: 0})
+    rig.step()
+    req_b = rig.step_one(10)
+    assert _ids(req_b) == (1000, 1, 1)
+    rig.client.respond_produce(req_b, offsets={P0: 1})
+    rig.step()
+    assert (f_a.result(0).offset, f_b.result(0).offset) == (0, 1)
 
 
 def test_a_retry_goes_alone_and_before_later_batches() -> None:
     rig = _rig()
+    _prime(rig)
     f_a = rig.send(b"a")
     req_a = rig.step_one()
     f_b = rig.send(b"b")
@@ -65,15 +99,15 @@ def test_a_retry_goes_alone_and_before_later_batches() -> None:
     rig.client.respond_produce(req_b, codes={P0: errors.OUT_OF_ORDER_SEQUENCE_NUMBER})  # collateral
     rig.step()
     retry_a = rig.step_one(10)
-    assert _ids(retry_a) == (1000, 0, 1)
+    assert _ids(retry_a) == (1000, 1, 1)
     assert rig.step(10) == []  # "b" waits: it is not the lowest sequence in flight
-    rig.client.respond_produce(retry_a, offsets={P0: 0})
+    rig.client.respond_produce(retry_a, offsets={P0: 1})
     rig.step()
     retry_b = rig.step_one(10)
-    assert _ids(retry_b) == (1000, 1, 1)
-    rig.client.respond_produce(retry_b, offsets={P0: 1})
+    assert _ids(retry_b) == (1000, 2, 1)
+    rig.client.respond_produce(retry_b, offsets={P0: 2})
     rig.step()
-    assert (f_a.result(0).offset, f_b.result(0).offset) == (0, 1)
+    assert (f_a.result(0).offset, f_b.result(0).offset) == (1, 2)
     assert len(_init_requests(rig)) == 1  # no new producer id was needed
 
 
@@ -97,11 +131,12 @@ def test_a_real_sequence_gap_restarts_the_partition_under_a_new_producer_id() ->
 def test_unknown_producer_id_renumbers_even_when_the_same_id_comes_back() -> None:
     """Tansu forgets producers on restart and may hand out the same id again: sequences still restart."""
     rig = _rig()
+    _prime(rig)
     rig.send(b"a")
     first = rig.step_one()
     rig.send(b"b")
     second = rig.step_one()
-    assert (_ids(first)[1], _ids(second)[1]) == (0, 1)
+    assert (_ids(first)[1], _ids(second)[1]) == (1, 2)
     rig.client.respond_produce(first, codes={P0: errors.UNKNOWN_PRODUCER_ID})
     rig.client.respond_produce(second, codes={P0: errors.UNKNOWN_PRODUCER_ID})
     rig.step()
@@ -115,6 +150,7 @@ def test_unknown_producer_id_renumbers_even_when_the_same_id_comes_back() -> Non
 
 def test_a_non_retriable_error_fails_only_its_batch_and_later_batches_move_to_a_new_id() -> None:
     rig = _rig()
+    _prime(rig)
     f_a = rig.send(b"a")
     req_a = rig.step_one()
     f_b = rig.send(b"b")
@@ -228,13 +264,14 @@ def test_init_producer_id_retriable_errors_are_retried() -> None:
 
 def test_a_split_batch_keeps_its_sequence_range_and_its_place() -> None:
     rig = _rig(batch_size=1000)
+    _prime(rig)
     futures = [rig.send(b"x" * 60) for _ in range(3)]  # one batch of 3 records
     big = rig.step_one()
     rig.accumulator._batch_size = 100  # split into single-record batches (as after a bad size estimate)
-    assert _ids(big) == (1000, 0, 3)
+    assert _ids(big) == (1000, 1, 3)
     rig.send(b"after")
     later = rig.step_one()
-    assert _ids(later) == (1000, 3, 1)
+    assert _ids(later) == (1000, 4, 1)
     rig.client.respond_produce(big, codes={P0: errors.MESSAGE_TOO_LARGE})
     rig.client.respond_produce(later, codes={P0: errors.OUT_OF_ORDER_SEQUENCE_NUMBER})
     rig.step()
@@ -243,7 +280,7 @@ def test_a_split_batch_keeps_its_sequence_range_and_its_place() -> None:
         for req in rig.step(10):
             sent.append(_ids(req))
             rig.client.respond_produce(req, offsets={P0: len(sent) - 1})
-    assert sent == [(1000, 0, 1), (1000, 1, 1), (1000, 2, 1), (1000, 3, 1)]
+    assert sent == [(1000, 1, 1), (1000, 2, 1), (1000, 3, 1), (1000, 4, 1)]
     assert all(f.exception(0) is None for f in futures)
 
 

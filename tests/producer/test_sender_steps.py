@@ -692,19 +692,22 @@ def test_idempotent_batches_carry_producer_id_and_sequences() -> None:
 def test_idempotent_retry_keeps_its_sequence() -> None:
     rig = Rig(idempotent=True, retry_backoff_ms=10)
     _init_pid(rig)
+    rig.send(b"first")  # the partition's first batch goes alone until acknowledged
+    rig.client.respond_produce(rig.step_one(), offsets={(T, 0): 0})
+    rig.step()
     f_a = rig.send(b"a")
     req = rig.step_one()
     rig.client.respond_produce(req, codes={(T, 0): 19})
     rig.step()
     f_b = rig.send(b"b")
     retry = rig.step_one(10)
-    assert retry.batches()[(T, 0)].base_sequence == 0 and retry.values((T, 0)) == [b"a"]
+    assert retry.batches()[(T, 0)].base_sequence == 1 and retry.values((T, 0)) == [b"a"]
     nxt = rig.step_one()  # "b" may follow while the retry is in flight (max.in.flight 5)
-    assert nxt.batches()[(T, 0)].base_sequence == 1 and nxt.values((T, 0)) == [b"b"]
-    rig.client.respond_produce(retry, offsets={(T, 0): 0})
-    rig.client.respond_produce(nxt, offsets={(T, 0): 1})
+    assert nxt.batches()[(T, 0)].base_sequence == 2 and nxt.values((T, 0)) == [b"b"]
+    rig.client.respond_produce(retry, offsets={(T, 0): 1})
+    rig.client.respond_produce(nxt, offsets={(T, 0): 2})
     rig.step()
-    assert (f_a.result(0).offset, f_b.result(0).offset) == (0, 1)
+    assert (f_a.result(0).offset, f_b.result(0).offset) == (1, 2)
 
 
 def test_idempotent_duplicate_sequence_counts_as_success() -> None:

@@ -10,6 +10,8 @@ delivery.timeout.ms, which held EndTxn (commit and abort) back all that time.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sparkafka import errors
 from sparkafka.producer.producer_batch import ProducerBatch
 from sparkafka.producer.transaction_manager import TxnState
@@ -27,24 +29,32 @@ def _batch(records: int) -> ProducerBatch:
     return b
 
 
+def _prime(tm: Any) -> None:
+    """The partition's first batch acknowledged (until then a second batch may not be drained)."""
+    primer = _batch(1)
+    assert tm.take_for_drain(TP, primer)
+    tm.handle_completed_batch(primer, 0)
+
+
 def test_a_failed_batch_moves_the_later_batches_of_its_partition_down() -> None:
     tm = _ready()
     tm.begin_transaction()
     _add(tm, TP)
+    _prime(tm)
     first, second, third = _batch(3), _batch(2), _batch(1)
     for b in (first, second, third):
         assert tm.take_for_drain(TP, b)
-    assert [b.base_sequence for b in (first, second, third)] == [0, 3, 5]
-    assert tm.next_sequence(TP) == 6
+    assert [b.base_sequence for b in (first, second, third)] == [1, 4, 6]
+    assert tm.next_sequence(TP) == 7
 
     error = errors.error_for_code(87, "for t-0")  # INVALID_RECORD: not written
     tm.handle_failed_batch(first, error, adjust_sequences=True)
 
     assert tm.state is TxnState.ABORTABLE_ERROR
-    assert [second.base_sequence, third.base_sequence] == [0, 2]
+    assert [second.base_sequence, third.base_sequence] == [1, 3]
     assert (second.producer_id, second.producer_epoch) == (7, 2)
-    assert tm.next_sequence(TP) == 3
-    # the request that carried sequence 3 comes back OUT_OF_ORDER_SEQUENCE_NUMBER: resent with sequence 0
+    assert tm.next_sequence(TP) == 4
+    # the request that carried sequence 4 comes back OUT_OF_ORDER_SEQUENCE_NUMBER: resent with sequence 1
     assert tm.can_retry(errors.OUT_OF_ORDER_SEQUENCE_NUMBER, second, -1)
     assert tm.should_stop_drain(TP, second) is False
     tm.handle_completed_batch(second, 10)
@@ -57,8 +67,9 @@ def test_a_batch_whose_fate_is_unknown_leaves_the_sequences_alone() -> None:
     tm = _ready()
     tm.begin_transaction()
     _add(tm, TP)
+    _prime(tm)
     first, second = _batch(2), _batch(1)
     for b in (first, second):
         assert tm.take_for_drain(TP, b)
     tm.handle_failed_batch(first, errors.error_for_code(7, "for t-0"), adjust_sequences=False)
-    assert second.base_sequence == 2 and tm.next_sequence(TP) == 3
+    assert second.base_sequence == 3 and tm.next_sequence(TP) == 4

@@ -353,6 +353,14 @@ class TransactionManager:
         if first.base_sequence == NO_SEQUENCE:
             if e.in_flight and e.generation != self._generation:
                 return True  # batches of an older producer id still in flight here
+            if e.in_flight and e.last_acked_sequence == -1:
+                # The partition's first batch under this producer id is not acknowledged yet: a broker
+                # with no state for the producer on that partition appends a first batch with ANY
+                # sequence (ProducerAppendInfo.checkSequence), so a second batch must not overtake it: if
+                # the first failed retriably (NOT_LEADER_OR_FOLLOWER on a topic just created), the
+                # second would be appended and the first could never be (OUT_OF_ORDER_SEQUENCE_NUMBER
+                # until delivery.timeout.ms). One batch in flight until the first acknowledgement.
+                return True
             return tp in self._unresolved
         # a retry goes only when it is the lowest sequence still in flight
         return bool(e.in_flight) and e.in_flight[0] is not first and first in e.in_flight
