@@ -1,5 +1,6 @@
 # sparkafka developer entry points.
-#   make test       venv + install (only when pyproject.toml changed) + ruff + mypy + pytest
+#   make test       venv + install (only when pyproject.toml changed) + Apache Kafka's jars + ruff + mypy + pytest
+#   make kafka      Apache Kafka (broker, clients, tools) from Maven Central into .cache/kafka/lib (jvm/pom.xml)
 #   make run        venv + install + `python -m sparkafka pipeline`
 #   make lint       ruff check src tests
 #   make typecheck  mypy (strict, config in pyproject.toml)
@@ -15,7 +16,7 @@ EXTRAS ?= spark,broker
 PYTEST_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: install test lint typecheck pytest run broker clean
+.PHONY: install kafka test lint typecheck pytest run broker clean
 
 install: $(STAMP)
 
@@ -34,13 +35,29 @@ $(STAMP): pyproject.toml setup.py src/sparkafka/_accel.c | $(PY)
 	@$(call QUIET_PIP,-e '.[$(EXTRAS)]' --group dev)
 	@touch $(STAMP)
 
+# Apache Kafka for the tests: the pinned release of jvm/pom.xml, copied from the local Maven repository
+# (~/.m2, filled from Maven Central on first use) into .cache/kafka/lib; redone only when the pom changes.
+KAFKA_LIB := .cache/kafka/lib
+KAFKA_STAMP := .cache/kafka/.installed-stamp
+MVN_LOG := .cache/kafka/mvn.log
+
+kafka: $(KAFKA_STAMP)
+
+$(KAFKA_STAMP): jvm/pom.xml
+	@command -v java >/dev/null 2>&1 || { echo "The tests run Apache Kafka, which needs Java 17: install it (Debian: apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	@command -v mvn >/dev/null 2>&1 || { echo "The tests fetch Apache Kafka with Maven: install it (Debian: apt-get install maven)"; exit 1; }
+	@mkdir -p .cache/kafka && rm -rf $(KAFKA_LIB)
+	@echo "fetching Apache Kafka $$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' jvm/pom.xml) with Maven into $(KAFKA_LIB) (log: $(MVN_LOG))"
+	@mvn -B -f jvm/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_LIB) > $(MVN_LOG) 2>&1 || { tail -n 40 $(MVN_LOG); exit 1; }
+	@touch $@
+
 lint: install
 	$(PY) -m ruff check src tests
 
 typecheck: install
 	$(PY) -m mypy
 
-pytest: install
+pytest: install kafka
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	@echo "pure-Python path (SPARKAFKA_NO_ACCEL=1): the hot loops without the C accelerator"
 	SPARKAFKA_NO_ACCEL=1 $(PY) -m pytest -q -p no:cacheprovider tests/producer tests/record tests/test_perf_cli.py \
@@ -56,4 +73,4 @@ broker: install
 	$(PY) -m sparkafka broker
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist .cache test-logs

@@ -6,14 +6,22 @@ How it works:
 - ``tansu_private``: a fresh Tansu broker for one test (fault tests: restart, kill).
 - ``mock_cluster``: a fresh librdkafka mock cluster of 3 brokers for one test
   (error injection, broker outages, leader moves); see ``support/mock_cluster.py``.
+- ``kafka``: one Apache Kafka KRaft node (the broker of record) for the whole session, with every
+  listener of ``support.kafka_cluster`` (TLS with ``kafka_certs``, SCRAM and PLAIN users of
+  ``KAFKA_USERS``); ``kafka_tv1``: another node formatted with ``transaction.version=1`` (the classic
+  transaction protocol), started the first time a test asks for it. ``kafka3`` (three nodes, replication
+  factor 3, ``min.insync.replicas=2``) is a module fixture of the modules that need it
+  (``make_kafka_cluster`` builds any of them). A cluster a failed test used keeps its node logs under
+  ``test-logs/`` in the repository (the path is printed).
 - ``unique_topic``: a function returning a new legal topic name on each call.
-Tests using the broker fixtures are marked ``broker`` automatically, so
+Tests using the broker fixtures are marked ``broker`` automatically (and ``kafka`` for Apache Kafka), so
 ``pytest -m "not broker"`` runs the pure unit tests. ``tests/`` is put on ``sys.path``, so
 helpers import as ``from support.consume import consume_all``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import sys
@@ -28,11 +36,15 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 from sparkafka.broker import EmbeddedBroker  # noqa: E402
+from support.gateway import Certificates, make_certificates  # noqa: E402
+from support.kafka_cluster import KafkaCluster, TlsFiles  # noqa: E402
 from support.mock_cluster import MockCluster  # noqa: E402
 
-_BROKER_FIXTURES = frozenset({"tansu", "tansu_private", "mock_cluster"})
+_KAFKA_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka3"})
+_BROKER_FIXTURES = frozenset({"tansu", "tansu_private", "mock_cluster"}) | _KAFKA_FIXTURES
 _MARKERS = {
-    "broker": "needs a real broker (Tansu or the librdkafka mock cluster)",
+    "broker": "needs a real broker (Apache Kafka, Tansu or the librdkafka mock cluster)",
+    "kafka": "runs against Apache Kafka started by the tests (make kafka fetches it)",
     "spark": "needs pyspark and Java",
     "faults": "fault-injection suite",
 }
@@ -47,8 +59,76 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if _BROKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        names = getattr(item, "fixturenames", ())
+        if _BROKER_FIXTURES.intersection(names):
             item.add_marker(pytest.mark.broker)
+        callspec = getattr(item, "callspec", None)
+        params = list(callspec.params.values()) if callspec is not None else []
+        if _KAFKA_FIXTURES.intersection(names) or "kafka" in params:
+            item.add_marker(pytest.mark.kafka)
+
+
+# -- Apache Kafka ------------------------------------------------------------------------------------
+
+KAFKA_USERS = {"alice": "alice-Pa55-s3cret", "admin": "admin-Pa55-s3cret", "bob": "bob-Pa55-s3cret"}
+"""SCRAM (both hashes) and PLAIN users of every Apache Kafka cluster of the tests; ``admin`` is a super user."""
+_LOG_KEEP_DIR = Path(__file__).resolve().parents[1] / "test-logs"
+_clusters_by_test: dict[str, list[KafkaCluster]] = {}
+_failed_clusters: set[int] = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        funcargs = getattr(item, "funcargs", {})
+        for value in list(funcargs.values()) + [getattr(v, "cluster", None) for v in funcargs.values()]:
+            if isinstance(value, KafkaCluster):
+                _failed_clusters.add(id(value))
+
+
+@pytest.fixture(scope="session")
+def kafka_certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """A throwaway PKI: the Apache Kafka clusters' server certificate (127.0.0.1, localhost) and clients'."""
+    return make_certificates(Path(tmp_path_factory.mktemp("kafka-pki")), client_key_password="Key-Pa55word-for-tests")
+
+
+def make_kafka_cluster(certs: Certificates, *, nodes: int = 1, name: str = "kafka",
+                       features: dict[str, int] | None = None, config: dict[str, str] | None = None) -> KafkaCluster:
+    """An Apache Kafka cluster with the tests' TLS files and users (not started)."""
+    return KafkaCluster(
+        nodes=nodes, name=name, features=features or {}, config=config or {},
+        tls=TlsFiles(ca=certs.ca, server_cert=certs.server_cert, server_key=certs.server_key),
+        scram_users=KAFKA_USERS, plain_users=KAFKA_USERS)
+
+
+@contextlib.contextmanager
+def running_kafka(cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """Start ``cluster``, stop it at the end; keep its logs under ``test-logs/`` if a test using it failed."""
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if id(cluster) in _failed_clusters:
+            kept = cluster.keep_logs(_LOG_KEEP_DIR)
+            print(f"\nApache Kafka logs of {cluster.name} kept in {kept}")
+        cluster.stop(remove=True)
+
+
+@pytest.fixture(scope="session")
+def kafka(kafka_certs: Certificates) -> Iterator[KafkaCluster]:
+    """The session's shared Apache Kafka node (transaction.version 2, the 4.x default). Do not stop it."""
+    with running_kafka(make_kafka_cluster(kafka_certs, name="kafka")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_tv1(kafka_certs: Certificates) -> Iterator[KafkaCluster]:
+    """An Apache Kafka node formatted with transaction.version=1 (classic transactions, no KIP-890)."""
+    with running_kafka(make_kafka_cluster(kafka_certs, name="kafka-tv1", features={"transaction.version": 1})) as c:
+        yield c
 
 
 def _new_tansu() -> EmbeddedBroker:

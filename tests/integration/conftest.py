@@ -1,9 +1,10 @@
 """Fixtures for the end-to-end producer tests: one ``target`` fixture over Tansu and the mock cluster.
 
-How it works: ``target`` is parametrized over ``"tansu"`` (the session's shared Tansu broker: never
-restarted here) and ``"mock"`` (a fresh librdkafka mock cluster of 3 brokers). Both are wrapped in a
+How it works: ``target`` is parametrized over ``"kafka"`` (the session's shared Apache Kafka node, the
+broker of record), ``"tansu"`` (the session's shared Tansu broker: never restarted here) and ``"mock"`` (a
+fresh librdkafka mock cluster of 3 brokers). Each is wrapped in a
 ``Target`` that knows the bootstrap address, how to create a topic with a given partition count
-(CreateTopics on Tansu, ``MockCluster.create_topic`` on the mock) and how to build producers for it;
+(CreateTopics on Apache Kafka and Tansu, ``MockCluster.create_topic`` on the mock) and how to build producers for it;
 every producer it built is closed at teardown with a bounded timeout, so a broken ``close`` cannot hang
 the suite. ``mock_target`` is the mock alone, for tests that inject faults.
 """
@@ -56,10 +57,13 @@ class Target:
         return f"Target({self.name}, {self.bootstrap})"
 
 
-@pytest.fixture(params=["tansu", "mock"])
+@pytest.fixture(params=["kafka", "tansu", "mock"])
 def target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
-    """Tansu, then the mock cluster."""
-    if request.param == "tansu":
+    """Apache Kafka, Tansu, then the mock cluster."""
+    if request.param == "kafka":
+        kafka = request.getfixturevalue("kafka")
+        t = Target("kafka", kafka.bootstrap, None, unique_topic)
+    elif request.param == "tansu":
         tansu = request.getfixturevalue("tansu")
         t = Target("tansu", tansu.bootstrap_servers, None, unique_topic)
     else:
@@ -73,6 +77,14 @@ def target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -
 def mock_target(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> Iterator[Target]:
     """The librdkafka mock cluster alone (fault injection)."""
     t = Target("mock", mock_cluster.bootstrap_servers, mock_cluster, unique_topic)
+    yield t
+    t.close_producers()
+
+
+@pytest.fixture
+def kafka_target(kafka: Any, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+    """The shared Apache Kafka node alone."""
+    t = Target("kafka", kafka.bootstrap, None, unique_topic)
     yield t
     t.close_producers()
 
