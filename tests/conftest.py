@@ -13,6 +13,8 @@ How it works:
   factor 3, ``min.insync.replicas=2``) is a module fixture of the modules that need it
   (``make_kafka_cluster`` builds any of them). A cluster a failed test used keeps its node logs under
   ``test-logs/`` in the repository (the path is printed).
+- ``broker``: parametrized over the shared ``kafka`` and ``tansu`` brokers (``.name``,
+  ``.bootstrap_servers``), for tests that must hold on both.
 - ``unique_topic``: a function returning a new legal topic name on each call.
 Tests using the broker fixtures are marked ``broker`` automatically (and ``kafka`` for Apache Kafka), so
 ``pytest -m "not broker"`` runs the pure unit tests. ``tests/`` is put on ``sys.path``, so
@@ -26,7 +28,7 @@ import itertools
 import re
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,7 @@ from support.kafka_cluster import KafkaCluster, TlsFiles  # noqa: E402
 from support.mock_cluster import MockCluster  # noqa: E402
 
 _KAFKA_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka3"})
-_BROKER_FIXTURES = frozenset({"tansu", "tansu_private", "mock_cluster"}) | _KAFKA_FIXTURES
+_BROKER_FIXTURES = frozenset({"tansu", "tansu_private", "mock_cluster", "broker"}) | _KAFKA_FIXTURES
 _MARKERS = {
     "broker": "needs a real broker (Apache Kafka, Tansu or the librdkafka mock cluster)",
     "kafka": "runs against Apache Kafka started by the tests (make kafka fetches it)",
@@ -73,19 +75,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 KAFKA_USERS = {"alice": "alice-Pa55-s3cret", "admin": "admin-Pa55-s3cret", "bob": "bob-Pa55-s3cret"}
 """SCRAM (both hashes) and PLAIN users of every Apache Kafka cluster of the tests; ``admin`` is a super user."""
 _LOG_KEEP_DIR = Path(__file__).resolve().parents[1] / "test-logs"
-_clusters_by_test: dict[str, list[KafkaCluster]] = {}
+_running_clusters: list[KafkaCluster] = []
 _failed_clusters: set[int] = set()
+"""Clusters that were running when a test marked ``kafka`` failed: their logs are kept."""
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
-    if report.failed:
-        funcargs = getattr(item, "funcargs", {})
-        for value in list(funcargs.values()) + [getattr(v, "cluster", None) for v in funcargs.values()]:
-            if isinstance(value, KafkaCluster):
-                _failed_clusters.add(id(value))
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                                           pytest.TestReport]:
+    report = yield
+    if report.failed and item.get_closest_marker("kafka") is not None:
+        _failed_clusters.update(id(cluster) for cluster in _running_clusters)
+    return report
 
 
 @pytest.fixture(scope="session")
@@ -107,9 +108,11 @@ def make_kafka_cluster(certs: Certificates, *, nodes: int = 1, name: str = "kafk
 def running_kafka(cluster: KafkaCluster) -> Iterator[KafkaCluster]:
     """Start ``cluster``, stop it at the end; keep its logs under ``test-logs/`` if a test using it failed."""
     cluster.start()
+    _running_clusters.append(cluster)
     try:
         yield cluster
     finally:
+        _running_clusters.remove(cluster)
         cluster.stop()
         if id(cluster) in _failed_clusters:
             kept = cluster.keep_logs(_LOG_KEEP_DIR)
@@ -164,6 +167,27 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+class BrokerEndpoint:
+    """A running broker under test, by name (``kafka`` or ``tansu``) and PLAINTEXT bootstrap address."""
+
+    def __init__(self, name: str, bootstrap_servers: str) -> None:
+        self.name = name
+        self.bootstrap_servers = bootstrap_servers
+
+    def __repr__(self) -> str:
+        return f"BrokerEndpoint({self.name}, {self.bootstrap_servers})"
+
+
+@pytest.fixture(params=["kafka", "tansu"])
+def broker(request: pytest.FixtureRequest) -> BrokerEndpoint:
+    """Apache Kafka (the shared node), then Tansu (the shared broker): for tests that must hold on both."""
+    if request.param == "kafka":
+        cluster: KafkaCluster = request.getfixturevalue("kafka")
+        return BrokerEndpoint("kafka", cluster.bootstrap)
+    embedded: EmbeddedBroker = request.getfixturevalue("tansu")
+    return BrokerEndpoint("tansu", embedded.bootstrap_servers)
 
 
 _topic_counter = itertools.count(1)

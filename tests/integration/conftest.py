@@ -81,6 +81,16 @@ def mock_target(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -
     t.close_producers()
 
 
+@pytest.fixture(params=["kafka", "tansu"])
+def broker_target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+    """Apache Kafka, then Tansu: the real brokers (for what the mock cluster cannot check)."""
+    cluster = request.getfixturevalue(request.param)
+    bootstrap = cluster.bootstrap if request.param == "kafka" else cluster.bootstrap_servers
+    t = Target(request.param, bootstrap, None, unique_topic)
+    yield t
+    t.close_producers()
+
+
 @pytest.fixture
 def kafka_target(kafka: Any, unique_topic: Callable[[str], str]) -> Iterator[Target]:
     """The shared Apache Kafka node alone."""

@@ -95,16 +95,16 @@ def test_content_round_trip(target: Target, codec: str) -> None:
     ("zstd", "compression.zstd.level", 19),
     ("zstd", "compression.zstd.level", -5),
 ])
-def test_compression_levels_round_trip(tansu_target: Target, codec: str, level_key: str, level: int) -> None:
-    sent, records, before, after = _send_and_read(tansu_target, {"compression.type": codec, level_key: level})
+def test_compression_levels_round_trip(broker_target: Target, codec: str, level_key: str, level: int) -> None:
+    sent, records, before, after = _send_and_read(broker_target, {"compression.type": codec, level_key: level})
     _check(sent, records, before, after)
-    assert tansu_target.producers[0].metrics()["compression-rate-avg"] < 0.6
+    assert broker_target.producers[0].metrics()["compression-rate-avg"] < 0.6
 
 
-def test_record_metadata_fields(tansu_target: Target) -> None:
+def test_record_metadata_fields(broker_target: Target) -> None:
     """RecordMetadata carries topic, partition, offset, create timestamp and serialized sizes."""
-    topic = tansu_target.topic(2)
-    producer = tansu_target.producer()
+    topic = broker_target.topic(2)
+    producer = broker_target.producer()
     m1 = producer.send(topic, value=b"12345", key=b"abc", partition=1, timestamp=EXPLICIT_TS).result(10)
     m2 = producer.send(topic, value=None, key=None, partition=1, timestamp=EXPLICIT_TS + 1).result(10)
     assert (m1.topic, m1.partition, m1.offset, m1.timestamp) == (topic, 1, 0, EXPLICIT_TS)

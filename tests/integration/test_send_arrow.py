@@ -296,10 +296,10 @@ def test_transaction_commit_and_abort(target: Target) -> None:
     check_read_back(both, everything, partitions, None, topic)
 
 
-def test_open_transaction_is_hidden_until_commit(tansu_target: Target) -> None:
-    """Tansu keeps the last stable offset below an open transaction: a read_committed consumer sees none
-    of its rows until the commit, then all of them."""
-    target = tansu_target
+def test_open_transaction_is_hidden_until_commit(broker_target: Target) -> None:
+    """Apache Kafka and Tansu keep the last stable offset below an open transaction: a read_committed
+    consumer sees none of its rows until the commit, then all of them."""
+    target = broker_target
     partitions = 2
     topic = target.topic(partitions)
     producer = target.producer({"transactional.id": f"{topic}-txn", "linger.ms": 5})

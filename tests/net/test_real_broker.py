@@ -1,4 +1,4 @@
-"""The network layer against a real broker (Tansu): handshake, metadata, CreateTopics, ListOffsets,
+"""The network layer against real brokers (Apache Kafka and Tansu): handshake, metadata, CreateTopics, ListOffsets,
 Produce."""
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def _produce(client: NetworkClient, node: int, topic: str, partition: int) -> di
     return box[0].body
 
 
-def test_admin_roundtrip(tansu: Any) -> None:
+def test_admin_roundtrip(broker: Any) -> None:
     topic = _topic()
-    with AdminClient(tansu.bootstrap_servers, request_timeout_ms=15_000) as admin:
+    with AdminClient(broker.bootstrap_servers, request_timeout_ms=15_000) as admin:
         versions = admin.api_versions()
         assert ApiKey.PRODUCE in versions and ApiKey.METADATA in versions
         hi = versions[ApiKey.PRODUCE][1]
@@ -77,12 +77,12 @@ def test_admin_roundtrip(tansu: Any) -> None:
         admin.create_topics([(topic, 3, 1)], timeout_ms=10_000, exist_ok=True)
 
 
-def test_metadata_updater_feeds_waiting_thread(tansu: Any) -> None:
+def test_metadata_updater_feeds_waiting_thread(broker: Any) -> None:
     topic = _topic()
-    with AdminClient(tansu.bootstrap_servers) as admin:
+    with AdminClient(broker.bootstrap_servers) as admin:
         admin.create_topics([(topic, 2, 1)], timeout_ms=15_000)
-    client = NetworkClient(tansu.bootstrap_servers, client_id="updater-test")
-    metadata = Metadata(tansu.bootstrap_servers, clock=SYSTEM_CLOCK)
+    client = NetworkClient(broker.bootstrap_servers, client_id="updater-test")
+    metadata = Metadata(broker.bootstrap_servers, clock=SYSTEM_CLOCK)
     updater = MetadataUpdater(metadata, client)
     stop = threading.Event()
 

@@ -50,17 +50,17 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
 
 
 @pytest.fixture
-def new_topic(tansu: Any, unique_topic: Callable[[str], str]) -> Callable[[int], str]:
+def new_topic(broker: Any, unique_topic: Callable[[str], str]) -> Callable[[int], str]:
     def make(partitions: int) -> str:
         name = unique_topic("edge")
-        create_topic(tansu.bootstrap_servers, name, partitions)
+        create_topic(broker.bootstrap_servers, name, partitions)
         return name
     return make
 
 
 @pytest.fixture
-def producer(tansu: Any) -> Any:
-    p = KafkaProducer({"bootstrap.servers": tansu.bootstrap_servers, "linger.ms": 5})
+def producer(broker: Any) -> Any:
+    p = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
     yield p
     p.close(5)
 
@@ -118,7 +118,7 @@ def _values() -> pa.Array:
     ("dict", "dict", pa.list_, pa.string(), pa.string()),
 ])
 @pytest.mark.parametrize("window", [(0, 10), (1, 7), (3, 6), (9, 1)])
-def test_column_types_and_slices_round_trip(path: str, tansu: Any, new_topic: Callable[[int], str],
+def test_column_types_and_slices_round_trip(path: str, broker: Any, new_topic: Callable[[int], str],
                                             producer: KafkaProducer, key_type: Any, value_type: Any,
                                             list_type: Any, hkey: pa.DataType, hvalue: pa.DataType,
                                             window: tuple[int, int]) -> None:
@@ -133,12 +133,12 @@ def test_column_types_and_slices_round_trip(path: str, tansu: Any, new_topic: Ca
                              "partition": pa.array(PARTS, pa.int32())}).slice(*window)
     topic = new_topic(4)
     report = producer.send_arrow(topic, batch).wait(30)
-    _check(tansu.bootstrap_servers, topic, 4, range(window[0], window[0] + window[1]), report, PARTS)
+    _check(broker.bootstrap_servers, topic, 4, range(window[0], window[0] + window[1]), report, PARTS)
 
 
 @pytest.mark.parametrize("int_type", [pa.int8(), pa.uint8(), pa.int16(), pa.uint16(), pa.int32(), pa.uint32(),
                                       pa.int64(), pa.uint64()])
-def test_partition_column_of_every_integer_type(tansu: Any, new_topic: Callable[[int], str],
+def test_partition_column_of_every_integer_type(broker: Any, new_topic: Callable[[int], str],
                                                 producer: KafkaProducer, int_type: pa.DataType) -> None:
     """Guard: explicit partitions win over the key for every integer type; nulls use the key."""
     topic = new_topic(4)
@@ -146,13 +146,13 @@ def test_partition_column_of_every_integer_type(tansu: Any, new_topic: Callable[
                              "headers": _headers_array(HEADERS, pa.list_, pa.string(), pa.binary()),
                              "partition": pa.array(PARTS, int_type)})
     report = producer.send_arrow(topic, batch).wait(30)
-    _check(tansu.bootstrap_servers, topic, 4, range(10), report, PARTS)
+    _check(broker.bootstrap_servers, topic, 4, range(10), report, PARTS)
     too_big = pa.record_batch({"value": pa.array([b"x"]), "partition": pa.array([4], int_type)})
     with pytest.raises(InvalidRecordInputError, match="partition 4 for topic"):
         producer.send_arrow(topic, too_big)
 
 
-def test_null_header_key_inside_a_dictionary_is_refused(tansu: Any, new_topic: Callable[[int], str],
+def test_null_header_key_inside_a_dictionary_is_refused(broker: Any, new_topic: Callable[[int], str],
                                                         producer: KafkaProducer) -> None:
     """Defect (fixed): a dictionary-encoded header key whose dictionary holds a null has null_count 0,
     so the check let it through and the record went out with a header key of length -1."""
@@ -165,11 +165,11 @@ def test_null_header_key_inside_a_dictionary_is_refused(tansu: Any, new_topic: C
         producer.send_arrow(topic, batch)
     # a slice without that header is fine
     producer.send_arrow(topic, batch.slice(0, 1)).wait(30)
-    records = consume_all(tansu.bootstrap_servers, topic, expected_count=1, timeout=30)
+    records = consume_all(broker.bootstrap_servers, topic, expected_count=1, timeout=30)
     assert [(r.value, r.headers) for r in records] == [(b"a", [("h", b"1")])]
 
 
-def test_a_chunked_table_is_sent_like_its_rows(path: str, tansu: Any, new_topic: Callable[[int], str],
+def test_a_chunked_table_is_sent_like_its_rows(path: str, broker: Any, new_topic: Callable[[int], str],
                                                producer: KafkaProducer) -> None:
     """Defect (fixed): a ``pa.Table`` (chunked columns) failed with AttributeError ('ChunkedArray' object
     has no attribute 'buffers'); it is now sent as the concatenation of its chunks."""
@@ -179,14 +179,14 @@ def test_a_chunked_table_is_sent_like_its_rows(path: str, tansu: Any, new_topic:
     assert table.column("key").num_chunks == 3
     topic = new_topic(3)
     report = producer.send_arrow(topic, table).wait(30)
-    _check(tansu.bootstrap_servers, topic, 3, range(10), report)
+    _check(broker.bootstrap_servers, topic, 3, range(10), report)
 
 
-def test_keyless_rows_over_many_batches_and_a_row_above_batch_size(path: str, tansu: Any,
+def test_keyless_rows_over_many_batches_and_a_row_above_batch_size(path: str, broker: Any,
                                                                    new_topic: Callable[[int], str]) -> None:
     """Guard: keyless rows (sticky partitioner) spanning many batches, one row larger than batch.size,
     empty and null values; every row once, row order per partition, report == what was read."""
-    producer = KafkaProducer({"bootstrap.servers": tansu.bootstrap_servers, "batch.size": 2048,
+    producer = KafkaProducer({"bootstrap.servers": broker.bootstrap_servers, "batch.size": 2048,
                               "linger.ms": 5})
     try:
         n = 3000
@@ -197,7 +197,7 @@ def test_keyless_rows_over_many_batches_and_a_row_above_batch_size(path: str, ta
         report = producer.send_arrow(topic, batch).wait(30)
     finally:
         producer.close(5)
-    records = consume_all(tansu.bootstrap_servers, topic, expected_count=n - 1, timeout=30)
+    records = consume_all(broker.bootstrap_servers, topic, expected_count=n - 1, timeout=30)
     assert report.acknowledged == n - 1 and report.failed == 0
     assert sorted(r.value for r in records if r.value is not None) == values[1:]
     assert all(r.key is None for r in records)
@@ -208,7 +208,7 @@ def test_keyless_rows_over_many_batches_and_a_row_above_batch_size(path: str, ta
     assert sum(o.count for o in report.offset_ranges().values()) == n - 1
 
 
-def test_null_and_empty_values_and_keys_read_back_distinctly(path: str, tansu: Any,
+def test_null_and_empty_values_and_keys_read_back_distinctly(path: str, broker: Any,
                                                              new_topic: Callable[[int], str],
                                                              producer: KafkaProducer) -> None:
     """Guard: null vs empty for keys, values and header values survive the wire on both paths."""
@@ -219,6 +219,6 @@ def test_null_and_empty_values_and_keys_read_back_distinctly(path: str, tansu: A
                        pa.list_(HEADER_ITEM))
     batch = pa.record_batch({"key": keys, "value": values, "headers": headers}).slice(0)
     assert producer.send_arrow(topic, batch).wait(30).acknowledged == 4
-    records = consume_all(tansu.bootstrap_servers, topic, expected_count=4, timeout=30)
+    records = consume_all(broker.bootstrap_servers, topic, expected_count=4, timeout=30)
     assert [(r.key, r.value, r.headers) for r in records] == [
         (None, b"", [("e", b"")]), (b"", None, [("n", None)]), (b"k", None, []), (None, b"v", [])]

@@ -52,15 +52,15 @@ def test_pipeline_on_its_own_embedded_broker(spark: Any, tmp_path: Path,
     assert "records/s" in text.err or "waiting for the first records" in text.err  # the progress line
 
 
-def test_pipeline_generator_json_records(spark: Any, tansu: Any, tmp_path: Path) -> None:
+def test_pipeline_generator_json_records(spark: Any, broker: Any, tmp_path: Path) -> None:
     topic = topic_name("orders")
     out = tmp_path / "summary.json"
-    assert main(["pipeline", "--bootstrap-servers", tansu.bootstrap_servers, "--rows", "5000", "--topic",
+    assert main(["pipeline", "--bootstrap-servers", broker.bootstrap_servers, "--rows", "5000", "--topic",
                  topic, "--partitions", "4", "--no-progress", "--summary-json", str(out),
                  "-X", "linger.ms=20"]) == 0
     result = json.loads(out.read_text())
     assert result["acknowledged"] == 5000 and result["embedded_broker"] is False
-    records = consume_all(tansu.bootstrap_servers, topic, 5000)
+    records = consume_all(broker.bootstrap_servers, topic, 5000)
     assert len(records) == 5000 and {r.partition for r in records} == {0, 1, 2, 3}
     keys = set()
     for r in records:
@@ -74,16 +74,16 @@ def test_pipeline_generator_json_records(spark: Any, tansu: Any, tmp_path: Path)
     assert keys == {f"ord-{n:010d}".encode() for n in range(5000)}
 
 
-def test_pipeline_avro_values_decode(spark: Any, tansu: Any, tmp_path: Path) -> None:
+def test_pipeline_avro_values_decode(spark: Any, broker: Any, tmp_path: Path) -> None:
     topic = topic_name("avro")
     out = tmp_path / "summary.json"
-    assert main(["pipeline", "--bootstrap-servers", tansu.bootstrap_servers, "--rows", "300", "--topic",
+    assert main(["pipeline", "--bootstrap-servers", broker.bootstrap_servers, "--rows", "300", "--topic",
                  topic, "--partitions", "1", "--no-progress", "--value-format", "avro",
                  "--summary-json", str(out)]) == 0
     result = json.loads(out.read_text())
     schema = json.loads(result["avro_schema"])
     assert result["avro_encoder"] == "built-in"
-    records = consume_all(tansu.bootstrap_servers, topic, 300)
+    records = consume_all(broker.bootstrap_servers, topic, 300)
     decoded = {r.key: decode_record(schema, r.value or b"") for r in records}
     first = decoded[b"ord-0000000000"]
     assert set(first) == ORDER_FIELDS
@@ -92,24 +92,24 @@ def test_pipeline_avro_values_decode(spark: Any, tansu: Any, tmp_path: Path) -> 
     assert first["created_at"].year == 2025
 
 
-def test_pipeline_reads_parquet_input_with_raw_values(spark: Any, tansu: Any, tmp_path: Path) -> None:
+def test_pipeline_reads_parquet_input_with_raw_values(spark: Any, broker: Any, tmp_path: Path) -> None:
     path = tmp_path / "events.parquet"
     pq.write_table(pa.table({"user": [f"u{n % 7}" for n in range(500)],
                              "payload": [f"event {n}" for n in range(500)]}), path)
     topic = topic_name("raw")
-    assert main(["pipeline", "--bootstrap-servers", tansu.bootstrap_servers, "--input", str(path),
+    assert main(["pipeline", "--bootstrap-servers", broker.bootstrap_servers, "--input", str(path),
                  "--key-column", "user", "--value-format", "raw", "--value-column", "payload",
                  "--topic", topic, "--partitions", "2", "--no-progress"]) == 0
-    records = consume_all(tansu.bootstrap_servers, topic, 500)
+    records = consume_all(broker.bootstrap_servers, topic, 500)
     assert sorted(r.value or b"" for r in records) == sorted(f"event {n}".encode() for n in range(500))
     assert all(r.key == f"u{int((r.value or b'')[6:]) % 7}".encode() for r in records)
     assert dict(records[0].headers)["schema"] == b"events"
 
 
-def test_pipeline_bad_arguments_exit_2(spark: Any, tansu: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["pipeline", "--bootstrap-servers", tansu.bootstrap_servers, "--rows", "10",
+def test_pipeline_bad_arguments_exit_2(spark: Any, broker: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pipeline", "--bootstrap-servers", broker.bootstrap_servers, "--rows", "10",
                  "--key-column", "nope", "--no-progress"]) == 2
     assert "key column 'nope'" in capsys.readouterr().err
-    assert main(["pipeline", "--bootstrap-servers", tansu.bootstrap_servers, "--rows", "10",
+    assert main(["pipeline", "--bootstrap-servers", broker.bootstrap_servers, "--rows", "10",
                  "-X", "lnger.ms=1", "--no-progress", "--topic", topic_name("x")]) == 2
     assert "did you mean 'linger.ms'" in capsys.readouterr().err

@@ -22,16 +22,16 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def test_topic_option_ignores_a_topic_column_of_another_type(spark: Any, tansu: Any) -> None:
+def test_topic_option_ignores_a_topic_column_of_another_type(spark: Any, broker: Any) -> None:
     """Spark's Kafka sink checks the ``topic`` column's type only when no ``topic`` option is set (the
     option overrides the column), so a DataFrame whose data has, say, an integer ``topic`` field can
     be written with the option. The sparkafka sink must not refuse it."""
     topic = topic_name("topic-type")
-    create_topic(tansu.bootstrap_servers, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
     df = spark.range(0, 5, 1, 1).selectExpr("id as topic", "cast(id as string) as value")
-    (df.write.format("sparkafka").option("kafka.bootstrap.servers", tansu.bootstrap_servers)
+    (df.write.format("sparkafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
      .option("topic", topic).mode("append").save())
-    records = consume_all(tansu.bootstrap_servers, topic, 5)
+    records = consume_all(broker.bootstrap_servers, topic, 5)
     assert sorted(r.value or b"" for r in records) == [str(n).encode() for n in range(5)]
 
 

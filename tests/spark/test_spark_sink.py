@@ -29,12 +29,12 @@ def sink(df: Any, bootstrap: str, **options: str) -> Any:
     return writer.mode("append")
 
 
-def test_batch_write_with_keys_headers_and_partitions(spark: Any, tansu: Any, tmp_path: Path) -> None:
+def test_batch_write_with_keys_headers_and_partitions(spark: Any, broker: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     rows, partitions = 100_000, 4
     topic = topic_name("batch")
-    create_topic(tansu.bootstrap_servers, topic, partitions)
+    create_topic(broker.bootstrap_servers, topic, partitions)
     i = F.col("id")
     df = spark.range(0, rows, 1, 4).select(
         F.format_string("k%06d", i).alias("key"),
@@ -45,9 +45,9 @@ def test_batch_write_with_keys_headers_and_partitions(spark: Any, tansu: Any, tm
         .alias("headers"),
     )
     summary_path = str(tmp_path / "summary.jsonl")
-    sink(df, tansu.bootstrap_servers, topic=topic, **{"sparkafka.summary.path": summary_path}).save()
+    sink(df, broker.bootstrap_servers, topic=topic, **{"sparkafka.summary.path": summary_path}).save()
 
-    records = consume_all(tansu.bootstrap_servers, topic, rows, timeout=60)
+    records = consume_all(broker.bootstrap_servers, topic, rows, timeout=60)
     assert len(records) == rows
     by_key = {r.key: r for r in records}
     assert len(by_key) == rows
@@ -66,12 +66,12 @@ def test_batch_write_with_keys_headers_and_partitions(spark: Any, tansu: Any, tm
         assert (first, last) == (0, count - 1), name
 
 
-def test_topic_column_binary_values_and_null_keys(spark: Any, tansu: Any) -> None:
+def test_topic_column_binary_values_and_null_keys(spark: Any, broker: Any) -> None:
     from pyspark.sql import functions as F
 
     a, b = topic_name("col-a"), topic_name("col-b")
     for t in (a, b):
-        create_topic(tansu.bootstrap_servers, t, 2)
+        create_topic(broker.bootstrap_servers, t, 2)
     i = F.col("id")
     df = spark.range(0, 1000, 1, 2).select(
         F.when(i % 2 == 0, F.lit(a)).otherwise(F.lit(b)).alias("topic"),
@@ -79,17 +79,17 @@ def test_topic_column_binary_values_and_null_keys(spark: Any, tansu: Any) -> Non
         .otherwise(i.cast("string").cast("binary")).alias("key"),
         F.format_string("v%d", i).cast("binary").alias("value"),
     )
-    sink(df, tansu.bootstrap_servers).save()
-    got_a = consume_all(tansu.bootstrap_servers, a, 500)
-    got_b = consume_all(tansu.bootstrap_servers, b, 500)
+    sink(df, broker.bootstrap_servers).save()
+    got_a = consume_all(broker.bootstrap_servers, a, 500)
+    got_b = consume_all(broker.bootstrap_servers, b, 500)
     assert sorted(r.value or b"" for r in got_a) == sorted(f"v{n}".encode() for n in range(0, 1000, 2))
     assert sorted(r.value or b"" for r in got_b) == sorted(f"v{n}".encode() for n in range(1, 1000, 2))
     assert sum(1 for r in got_a + got_b if r.key is None) == 100
 
 
-def test_streaming_query_is_checkpointed(spark: Any, tansu: Any, tmp_path: Path) -> None:
+def test_streaming_query_is_checkpointed(spark: Any, broker: Any, tmp_path: Path) -> None:
     topic = topic_name("stream")
-    create_topic(tansu.bootstrap_servers, topic, 3)
+    create_topic(broker.bootstrap_servers, topic, 3)
     src, checkpoint = tmp_path / "in", str(tmp_path / "checkpoint")
     src.mkdir()
     summary_path = str(tmp_path / "summary.jsonl")
@@ -101,7 +101,7 @@ def test_streaming_query_is_checkpointed(spark: Any, tansu: Any, tmp_path: Path)
     def run_available() -> None:
         query = (spark.readStream.schema("key string, value string").option("maxFilesPerTrigger", 1)
                  .json(str(src)).writeStream.format("sparkafka")
-                 .option("kafka.bootstrap.servers", tansu.bootstrap_servers).option("topic", topic)
+                 .option("kafka.bootstrap.servers", broker.bootstrap_servers).option("topic", topic)
                  .option("sparkafka.summary.path", summary_path)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         assert query.awaitTermination(120)
@@ -118,7 +118,7 @@ def test_streaming_query_is_checkpointed(spark: Any, tansu: Any, tmp_path: Path)
     run_available()  # restarts from the checkpoint: only the new file is sent
     assert [(s.batch_id, s.acknowledged) for s in read_summaries(summary_path)][3:] == [(3, 250)]
 
-    records = consume_all(tansu.bootstrap_servers, topic, 1450)
+    records = consume_all(broker.bootstrap_servers, topic, 1450)
     assert len(records) == 1450
     assert {r.key for r in records} == {f"f{i}-{n}".encode() for i, c in enumerate((400, 400, 400, 250))
                                         for n in range(c)}
@@ -127,23 +127,23 @@ def test_streaming_query_is_checkpointed(spark: Any, tansu: Any, tmp_path: Path)
 
 
 def test_failed_first_attempts_are_retried_without_losing_records(
-        spark: Any, tansu: Any, tmp_path: Path) -> None:
+        spark: Any, broker: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     rows, fail_after = 20_000, 3_000
     topic = topic_name("retry")
-    create_topic(tansu.bootstrap_servers, topic, 2)
+    create_topic(broker.bootstrap_servers, topic, 2)
     df = spark.range(0, rows, 1, 2).select(F.format_string("r%d", "id").alias("key"),
                                            F.col("id").cast("string").alias("value"))
     summary_path = str(tmp_path / "summary.jsonl")
-    sink(df, tansu.bootstrap_servers, topic=topic, **{
+    sink(df, broker.bootstrap_servers, topic=topic, **{
         "sparkafka.summary.path": summary_path,
         "sparkafka.fault.fail.first.attempt.after.records": str(fail_after)}).save()
 
     (summary,) = read_summaries(summary_path)
     assert summary.retried_tasks == 2 and summary.acknowledged == rows
     # Each task's first attempt delivered fail_after records, then failed; its retry sent everything.
-    records = consume_all(tansu.bootstrap_servers, topic, rows + 2 * fail_after)
+    records = consume_all(broker.bootstrap_servers, topic, rows + 2 * fail_after)
     assert len(records) == rows + 2 * fail_after
     assert {r.key for r in records} == {f"r{n}".encode() for n in range(rows)}
 
@@ -173,14 +173,14 @@ def _bad_cases(topic: str) -> list[tuple[str, Any, dict[str, str], str, bool]]:
 
 
 @pytest.mark.parametrize("case", range(8), ids=[c[0] for c in _bad_cases("t")])
-def test_bad_input_fails_before_anything_is_sent(spark: Any, tansu: Any, case: int) -> None:
+def test_bad_input_fails_before_anything_is_sent(spark: Any, broker: Any, case: int) -> None:
     topic = topic_name("bad")
-    create_topic(tansu.bootstrap_servers, topic, 1)
+    create_topic(broker.bootstrap_servers, topic, 1)
     _, build, options, message, overwrite = _bad_cases(topic)[case]
-    writer = build(spark).write.format("sparkafka").option("kafka.bootstrap.servers", tansu.bootstrap_servers)
+    writer = build(spark).write.format("sparkafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
     for k, v in options.items():
         writer = writer.option(k, v)
     with pytest.raises(Exception, match=message):
         writer.mode("overwrite" if overwrite else "append").save()
-    assert consume_all(tansu.bootstrap_servers, topic) == []
+    assert consume_all(broker.bootstrap_servers, topic) == []
 

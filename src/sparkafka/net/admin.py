@@ -237,8 +237,21 @@ class AdminClient:
         self, topic: str, *, earliest: bool = False, timeout_ms: float | None = None
     ) -> dict[int, int]:
         """``{partition: offset}``: the end offsets (next offset to be written) or, with ``earliest``, the
-        log start offsets."""
+        log start offsets.
+
+        A retriable error (a partition without a leader yet, NOT_LEADER_OR_FOLLOWER right after the topic
+        was created, a leader that moved) is retried with fresh metadata every 100 ms until the deadline,
+        as Java's ``Admin.listOffsets``; the last error is raised then."""
         deadline = self._deadline(timeout_ms)
+        while True:
+            try:
+                return self._list_offsets_once(topic, earliest, deadline)
+            except errors.KafkaError as exc:
+                if not exc.retriable or self._clock.monotonic_ms() + _RETRY_BACKOFF_MS >= deadline:
+                    raise
+            self.client.poll(_RETRY_BACKOFF_MS, self._clock.monotonic_ms())
+
+    def _list_offsets_once(self, topic: str, earliest: bool, deadline: float) -> dict[int, int]:
         cluster = self.metadata([topic], max(deadline - self._clock.monotonic_ms(), 1.0))
         code = cluster.topic_errors.get(topic, 0)
         if code:
@@ -299,6 +312,9 @@ class AdminClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_RETRY_BACKOFF_MS = 100.0
 
 
 def _all_led(cluster: Cluster, topic: str) -> bool:
