@@ -4,7 +4,10 @@ How it works: ``ApiVersionsTable.from_response`` turns a decoded ApiVersions res
 ``{api_key: (min, max)}``. ``pick_version`` intersects a broker's range with the client's range
 (``CLIENT_VERSIONS`` unless given) and returns the highest version both sides support, exactly like
 Java's ``NodeApiVersions.latestUsableVersion``; no overlap raises ``UnsupportedVersionError`` naming
-the API, our range and the broker's range.
+the API, our range and the broker's range. From ApiVersions v3 the answer also carries the cluster's
+finalized features (``finalized_features``: name -> max version level, e.g. ``transaction.version``) with
+their epoch (``finalized_features_epoch``; -1 when the broker sent none), as Java's ``ApiVersions``
+keeps them to decide whether Transactions V2 (KIP-890) is on.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ def _describe(api_key: int) -> str:
 class ApiVersionsTable:
     """The API version ranges one broker supports."""
 
-    __slots__ = ("_ranges",)
+    __slots__ = ("_ranges", "finalized_features", "finalized_features_epoch")
 
-    def __init__(self, ranges: Mapping[int, tuple[int, int]]) -> None:
+    def __init__(self, ranges: Mapping[int, tuple[int, int]], finalized_features: Mapping[str, int] | None = None,
+                 finalized_features_epoch: int = -1) -> None:
         self._ranges: dict[int, tuple[int, int]] = dict(ranges)
+        self.finalized_features: dict[str, int] = dict(finalized_features or {})
+        self.finalized_features_epoch = finalized_features_epoch
 
     @classmethod
     def from_response(cls, body: Mapping[str, Any]) -> ApiVersionsTable:
@@ -42,7 +48,12 @@ class ApiVersionsTable:
                     f"ApiVersions: {api_name(entry['api_key'])} has min_version {lo} > max_version {hi}"
                 )
             ranges[entry["api_key"]] = (lo, hi)
-        return cls(ranges)
+        features = {f["name"]: int(f["max_version_level"]) for f in body.get("finalized_features") or ()}
+        return cls(ranges, features, int(body.get("finalized_features_epoch", -1)))
+
+    def feature_level(self, name: str) -> int:
+        """The finalized max version level of feature ``name`` (0 when the broker finalized none)."""
+        return self.finalized_features.get(name, 0)
 
     def get(self, api_key: int) -> tuple[int, int] | None:
         return self._ranges.get(api_key)
