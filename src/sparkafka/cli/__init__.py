@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
-from sparkafka import __version__
+from sparkafka._version import __version__
 
 # ---- The command registry: one module name per command, in --help order. -------------------
 COMMANDS: tuple[str, ...] = (
