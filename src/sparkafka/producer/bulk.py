@@ -41,7 +41,7 @@ from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
 from sparkafka.producer.murmur2 import murmur2_partitions
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.record.arrow_records import as_large_binary, column_buffers, encode_tails, tail_buffers
-from sparkafka.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partitions", "key_partitions"]
 

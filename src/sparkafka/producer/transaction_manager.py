@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
-from ..record.builder import NO_SEQUENCE, increment_sequence
+from ..record.layout import NO_SEQUENCE, increment_sequence
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
