@@ -496,7 +496,7 @@ class RecordBatchBuilder:
 
 
     def append_tails(self, offsets: memoryview, data: memoryview, start: int, stop: int, timestamp: int) -> int:
-        """Append records whose tails (``sparkafka.record.arrow_records``) are rows ``[start, stop)`` of
+        """Append records whose tails (``sparkafka.producer.arrow.tails``) are rows ``[start, stop)`` of
         ``offsets``/``data``, all with ``timestamp``, as many as fit (``try_append``'s rule; the first
         record of an empty batch always fits). Returns how many were appended (0 if closed)."""
         if self._appends_closed or start >= stop:
