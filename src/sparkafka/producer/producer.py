@@ -38,7 +38,7 @@ from .murmur2 import partition_for_key_fast
 from .partitioner import Partitioner, resolve_partitioner
 from .send_lane import install_send_lane
 from .sender import Sender
-from .transaction_manager import TransactionManager
+from .transactions import TransactionManager
 
 if TYPE_CHECKING:
     import pyarrow
