@@ -29,8 +29,8 @@ $(PY):
 	@$(PYTHON) -m venv $(VENV)
 	@$(call QUIET_PIP,--upgrade pip)
 
-# Re-install only when pyproject.toml is newer than the stamp (`--group` needs pip >= 25.1).
-$(STAMP): pyproject.toml setup.py src/sparkafka/_accel.c | $(PY)
+# Re-install only when pyproject.toml, setup.py or a C source is newer than the stamp (`--group` needs pip >= 25.1).
+$(STAMP): pyproject.toml setup.py $(wildcard src/sparkafka/_c/*.c src/sparkafka/_c/*.h) | $(PY)
 	@echo "installing sparkafka[$(EXTRAS)] and the dev group into $(VENV) (log: $(VENV)/pip.log)"
 	@$(call QUIET_PIP,-e '.[$(EXTRAS)]' --group dev)
 	@touch $(STAMP)

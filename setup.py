@@ -1,4 +1,5 @@
-"""Build hook for the optional C accelerator (``sparkafka._accel``); everything else is in pyproject.toml.
+"""Build hook for the optional C accelerator (``sparkafka._accel``, sources in ``src/sparkafka/_c/``); everything
+else is in pyproject.toml.
 
 The extension is ``optional``: without a working C compiler the install still succeeds and sparkafka
 runs its pure-Python code (set ``SPARKAFKA_NO_ACCEL=1`` to force that path when it is built).
@@ -10,8 +11,8 @@ setup(
     ext_modules=[
         Extension(
             "sparkafka._accel",
-            sources=["src/sparkafka/_accel.c", "src/sparkafka/_send_lane.c"],
-            depends=["src/sparkafka/_accel_common.h"],
+            sources=["src/sparkafka/_c/_accel.c", "src/sparkafka/_c/_send_lane.c"],
+            depends=["src/sparkafka/_c/_accel_common.h"],
             optional=True,
             extra_compile_args=["-O2"],
         )

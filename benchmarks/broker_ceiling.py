@@ -38,7 +38,8 @@ from sparkafka.net.admin import AdminClient
 from sparkafka.protocol.framing import KafkaProtocol
 from sparkafka.protocol.messages import PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
 from sparkafka.protocol.produce import encode_produce_request_parts
-from sparkafka.record.builder import RecordBatchBuilder, increment_sequence, set_producer_state
+from sparkafka.record.builder import RecordBatchBuilder, set_producer_state
+from sparkafka.record.layout import increment_sequence
 
 MAX_IN_FLIGHT = 5
 MAX_REQUEST_SIZE = 1048576

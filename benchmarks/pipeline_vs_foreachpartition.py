@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
+    from sparkafka.cli.orders import generate_orders, shape_records
     from sparkafka.cli.pipeline import run_pipeline
     from sparkafka.spark import register
-    from sparkafka.spark.orders import generate_orders, shape_records
 
     producer_config = dict(pair.split("=", 1) for pair in args.producer_config)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -6,9 +6,8 @@ source; ``sparkafka.errors`` the error tree.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"  # first: the network layer sends it in ApiVersions (client_software_version)
-
 from . import errors
+from ._version import __version__
 from .config import ProducerConfig
 from .producer.future import FutureRecordMetadata, RecordMetadata
 from .producer.producer import KafkaProducer

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 from sparkafka import errors
-from sparkafka.arrow_send import ArrowSendResult, DeliveryReport, OffsetRange
+from sparkafka.producer.arrow.report import ArrowSendResult, DeliveryReport, OffsetRange
 from sparkafka.producer.murmur2 import partition_for_key_py
 from support.consume import ConsumedRecord, consume_all
 from support.mock_cluster import TRANSPORT_ERROR, ApiKey

@@ -619,7 +619,7 @@ def test_bulk_append_waits_for_memory_until_one_deadline() -> None:
     import pyarrow as pa
 
     from sparkafka.errors import BufferExhaustedError
-    from sparkafka.record.arrow_records import encode_tails, tail_buffers
+    from sparkafka.producer.arrow.tails import encode_tails, tail_buffers
 
     clock = ManualClock()
     waits: list[float] = []

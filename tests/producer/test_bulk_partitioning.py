@@ -1,4 +1,4 @@
-"""Column-wise partitioning of the bulk path (``producer/bulk.py``): ``key_partitions`` and ``choose_partitions``.
+"""Column-wise partitioning of the bulk path (``producer/arrow/bulk.py``): ``key_partitions`` and ``choose_partitions``.
 
 How it works: ``key_partitions`` is checked against the line-by-line Java murmur2 of
 ``tests/producer/test_murmur2.py`` (and Java's own test vectors) for random keys, null keys (-1),
@@ -26,16 +26,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sparkafka.producer.bulk as bulk
+import sparkafka.producer.arrow.bulk as bulk
 import sparkafka.producer.murmur2 as murmur2_module
 from producer.fakes import FakeCluster
 from producer.test_murmur2 import EXTRA, JAVA_VECTORS, reference_murmur2
 from sparkafka._types import ClusterView
 from sparkafka.errors import InvalidRecordInputError
-from sparkafka.producer.bulk import choose_partitions, key_partitions
+from sparkafka.producer.arrow.bulk import choose_partitions, key_partitions
+from sparkafka.producer.arrow.tails import encode_tails
 from sparkafka.producer.murmur2 import partition_for_key
 from sparkafka.producer.partitioner import BuiltInPartitioner
-from sparkafka.record.arrow_records import encode_tails
 
 TOPIC = "t"
 

@@ -17,7 +17,7 @@ from producer.fakes import FakeCluster
 from sparkafka._clock import ManualClock
 from sparkafka._types import ClusterView
 from sparkafka.producer.accumulator import RecordAccumulator
-from sparkafka.record.builder import RECORD_BATCH_OVERHEAD
+from sparkafka.record.layout import RECORD_BATCH_OVERHEAD
 
 VALUE = b"v" * 40
 RECORD = 47

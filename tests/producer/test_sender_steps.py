@@ -24,7 +24,7 @@ from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.future import FutureRecordMetadata
 from sparkafka.producer.metrics import ProducerMetrics
 from sparkafka.producer.sender import Sender
-from sparkafka.producer.transaction_manager import TransactionManager
+from sparkafka.producer.transactions import TransactionManager
 from sparkafka.protocol.messages import PRODUCE, ApiKey
 from sparkafka.record.compression import CompressionType
 from sparkafka.record.reader import DecodedBatch, decode_batches

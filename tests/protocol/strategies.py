@@ -76,7 +76,7 @@ def body_strategy(
 def expected_decode(
     schema: Schema, version: int, body: dict[str, Any], flexible: bool | None = None
 ) -> dict[str, Any]:
-    """What decoding ``schema.encode(body)`` must give: ``body`` plus defaults for the absent fields."""
+    """What decoding ``codec.encode(schema, body, version)`` must give: ``body`` plus defaults for the absent fields."""
     if flexible is None:
         flexible = schema.is_flexible(version)
     out: dict[str, Any] = {}

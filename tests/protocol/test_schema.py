@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkafka.errors import ProtocolError, UnsupportedVersionError
+from sparkafka.protocol import codec
 from sparkafka.protocol.schema import ArrayOf, Field, Schema, Versions
 
 from .strategies import body_strategy, expected_decode
@@ -43,9 +44,9 @@ def test_versions_parsing() -> None:
 
 
 def test_v0_classic_encoding_skips_later_fields() -> None:
-    wire = MSG.encode({"a": 1, "b": 99, "items": [{"id": 7, "label": "x"}], "ids": [1, 2], "blob": b"zz"}, 0)
+    wire = codec.encode(MSG, {"a": 1, "b": 99, "items": [{"id": 7, "label": "x"}], "ids": [1, 2], "blob": b"zz"}, 0)
     assert wire.hex() == "00010000000100000007000000020000000100000002ffff"
-    decoded = MSG.decode(wire, 0)
+    decoded = codec.decode(MSG, wire, 0)
     assert decoded == {
         "a": 1,
         "b": -1,
@@ -69,7 +70,7 @@ def test_flexible_encoding_tags_and_field_level_flexible_none() -> None:
         "epoch": -1,
         "blob": b"\x01",
     }
-    wire = MSG.encode(body, 3)
+    wire = codec.encode(MSG, body, 3)
     assert wire.hex() == (
         "0001"
         "0000000000000002"
@@ -82,66 +83,66 @@ def test_flexible_encoding_tags_and_field_level_flexible_none() -> None:
         "03"
         "036869"  # one tag: 0 -> compact string "hi"; epoch == default so not written
     )
-    assert MSG.decode(wire, 3) == body
-    with_epoch = MSG.encode({**body, "note": None, "epoch": 5}, 3)
+    assert codec.decode(MSG, wire, 3) == body
+    with_epoch = codec.encode(MSG, {**body, "note": None, "epoch": 5}, 3)
     assert with_epoch.endswith(bytes.fromhex("01040400000005"))
-    assert MSG.decode(with_epoch, 3)["epoch"] == 5
+    assert codec.decode(MSG, with_epoch, 3)["epoch"] == 5
 
 
 def test_unknown_tags_are_skipped() -> None:
-    wire = bytearray(MSG.encode({}, 3))
+    wire = bytearray(codec.encode(MSG, {}, 3))
     assert wire[-1] == 0
     wire[-1:] = bytes.fromhex("020102abcd040400000009")  # unknown tag 1, then epoch
-    decoded = MSG.decode(bytes(wire), 3)
+    decoded = codec.decode(MSG, bytes(wire), 3)
     assert decoded["epoch"] == 9
     assert decoded["note"] is None
 
 
 def test_nullability_is_per_version() -> None:
     with pytest.raises(ProtocolError, match=r"Msg.items \(v1\): null is not allowed"):
-        MSG.encode({"items": None}, 1)
-    assert MSG.decode(MSG.encode({"items": None}, 2), 2)["items"] is None
+        codec.encode(MSG, {"items": None}, 1)
+    assert codec.decode(MSG, codec.encode(MSG, {"items": None}, 2), 2)["items"] is None
     with pytest.raises(ProtocolError, match=r"Msg.items -> Item.label \(v1\): null is not allowed"):
-        MSG.encode({"items": [{"id": 1, "label": None}]}, 1)
+        codec.encode(MSG, {"items": [{"id": 1, "label": None}]}, 1)
     # a null on the wire for a non-nullable field is rejected on decode too
     with pytest.raises(ProtocolError, match=r"Msg.items \(v1\): null found"):
-        MSG.decode(bytes.fromhex("00010000000000000000ffffffff00000000ffff"), 1)
+        codec.decode(MSG, bytes.fromhex("00010000000000000000ffffffff00000000ffff"), 1)
 
 
 def test_encode_errors_name_field_and_limit() -> None:
     with pytest.raises(
         ProtocolError, match=r"Msg.a \(v0\): cannot encode 32768 as int16 \(range \[-32768, 32767\]\)"
     ):
-        MSG.encode({"a": 32768}, 0)
+        codec.encode(MSG, {"a": 32768}, 0)
     with pytest.raises(ProtocolError, match=r"Msg.b \(v1\): cannot encode 'x' as int64"):
-        MSG.encode({"a": 1, "b": "x"}, 1)
+        codec.encode(MSG, {"a": 1, "b": "x"}, 1)
     with pytest.raises(ProtocolError, match=r"Msg.ids \(v0\): cannot encode 4294967296 as int32"):
-        MSG.encode({"ids": [1, 1 << 32]}, 0)
+        codec.encode(MSG, {"ids": [1, 1 << 32]}, 0)
     with pytest.raises(ProtocolError, match=r"Msg.items -> Item.id \(v0\): cannot encode None as int32"):
-        MSG.encode({"items": [{"id": None}]}, 0)
+        codec.encode(MSG, {"items": [{"id": None}]}, 0)
     with pytest.raises(ProtocolError, match=r"Msg \(v0\): expected a mapping, got list"):
-        MSG.encode([1], 0)  # type: ignore[arg-type]
+        codec.encode(MSG, [1], 0)  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match=r"Msg.client \(v0\): 40000 UTF-8 bytes exceed"):
-        MSG.encode({"client": "x" * 40000}, 0)
+        codec.encode(MSG, {"client": "x" * 40000}, 0)
     with pytest.raises(UnsupportedVersionError, match=r"Msg has no version 4 \(valid versions 0-3\)"):
-        MSG.encode({}, 4)
+        codec.encode(MSG, {}, 4)
 
 
 def test_decode_errors_name_the_field_path() -> None:
-    wire = MSG.encode({"items": [{"id": 1, "label": "abcdef"}]}, 1)
+    wire = codec.encode(MSG, {"items": [{"id": 1, "label": "abcdef"}]}, 1)
     with pytest.raises(ProtocolError, match=r"Msg.items -> truncated input reading Item.label \(v1\)"):
-        MSG.decode(wire[:20], 1)
+        codec.decode(MSG, wire[:20], 1)
     with pytest.raises(ProtocolError, match=r"reading Msg.a \(v0\) at offset 0"):
-        MSG.decode(b"\x00", 0)
+        codec.decode(MSG, b"\x00", 0)
 
 
 def test_defaults_are_fresh_objects() -> None:
-    d1 = MSG.decode(MSG.encode({}, 0), 0)
-    d2 = MSG.decode(MSG.encode({}, 0), 0)
+    d1 = codec.decode(MSG, codec.encode(MSG, {}, 0), 0)
+    d2 = codec.decode(MSG, codec.encode(MSG, {}, 0), 0)
     d1["items"].append({"id": 1})
     assert d2["items"] == []
     s = Schema("S", [Field("inner", Schema("In", [Field("xs", ArrayOf("int8"))]), "1+")])
-    e1, e2 = s.decode(b"", 0), s.decode(b"", 0)
+    e1, e2 = codec.decode(s, b"", 0), codec.decode(s, b"", 0)
     e1["inner"]["xs"].append(1)
     assert e2["inner"] == {"xs": []}
 
@@ -164,8 +165,8 @@ def test_schema_definition_errors() -> None:
 
 
 def test_compiled_codecs_are_cached() -> None:
-    assert MSG.codec(2) is MSG.codec(2)
-    assert MSG.codec(2) is not MSG.codec(3)
+    assert codec.codec_for(MSG, 2) is codec.codec_for(MSG, 2)
+    assert codec.codec_for(MSG, 2) is not codec.codec_for(MSG, 3)
 
 
 _KINDS = [
@@ -204,8 +205,8 @@ ALL_TYPES = Schema(
 @given(data=st.data())
 def test_every_type_roundtrips(version: int, data: st.DataObject) -> None:
     body = data.draw(body_strategy(ALL_TYPES, version))
-    wire = ALL_TYPES.encode(body, version)
-    assert ALL_TYPES.decode(wire, version) == expected_decode(ALL_TYPES, version, body)
+    wire = codec.encode(ALL_TYPES, body, version)
+    assert codec.decode(ALL_TYPES, wire, version) == expected_decode(ALL_TYPES, version, body)
     for cut in range(0, len(wire), 7):
         with pytest.raises(ProtocolError):
-            ALL_TYPES.decode(wire[:cut], version)
+            codec.decode(ALL_TYPES, wire[:cut], version)

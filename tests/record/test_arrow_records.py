@@ -24,8 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkafka.record.builder as builder_module
-from sparkafka.record import CompressionType, RecordBatchBuilder, arrow_records, decode_batch
-from sparkafka.record.arrow_records import encode_tails, tail_buffers
+from sparkafka.producer.arrow import tails as tails_module
+from sparkafka.producer.arrow.tails import encode_tails, tail_buffers
+from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch
 
 TS = 1_700_000_000_000
 
@@ -53,7 +54,7 @@ def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
             pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
     else:
         monkeypatch.setattr(builder_module, "_c_append_tails", None)
-        monkeypatch.setattr(arrow_records, "_c_tails", None)
+        monkeypatch.setattr(tails_module, "_c_tails", None)
     return str(request.param)
 
 
@@ -320,13 +321,13 @@ def test_a_sliced_headers_column_encodes_only_its_own_headers(monkeypatch: pytes
     rows: list[Row] = [(b"k%d" % i, b"v%d" % i, [("h", b"x%d" % i), ("g", None)]) for i in range(1000)]
     batch = _batch(rows, "binary", "binary", "binary")
     encoded: list[int] = []
-    real = arrow_records._length_and_bytes
+    real = tails_module._length_and_bytes
 
     def counting(arr: pa.Array) -> Any:
         encoded.append(len(arr))
         return real(arr)
 
-    monkeypatch.setattr(arrow_records, "_length_and_bytes", counting)
+    monkeypatch.setattr(tails_module, "_length_and_bytes", counting)
     part = batch.slice(600, 10)
     tails = encode_tails(part.column("key"), part.column("value"), part.column("headers"))
     assert encoded[-2:] == [20, 20]  # header keys, then header values: 2 headers x 10 rows, not 2,000
@@ -592,12 +593,12 @@ _NO_HEADER_KINDS = ["binary", "large_binary", "string", "large_string", "binary_
 
 
 def _kernel_tails(keys: pa.Array | None, values: pa.Array) -> pa.Array:
-    saved = arrow_records._c_tails
-    arrow_records._c_tails = None
+    saved = tails_module._c_tails
+    tails_module._c_tails = None
     try:
         return encode_tails(keys, values)
     finally:
-        arrow_records._c_tails = saved
+        tails_module._c_tails = saved
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -608,7 +609,7 @@ def test_c_tails_equal_the_kernel_tails(rows: list[tuple[Text | None, Text | Non
                                         kinds: tuple[str, str, bool], cut: tuple[int, int]) -> None:
     """The accelerator's tails (no headers) are byte for byte the Arrow kernels' ones, for every column
     layout, nulls (with validity bitmaps sliced at any bit) and slices, and decode to the rows."""
-    if arrow_records._c_tails is None:
+    if tails_module._c_tails is None:
         pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
     key_kind, value_kind, no_keys = kinds
     full: list[Row] = [(b"k" * i, None if i % 2 else b"v" * i, None) for i in range(cut[0])]
@@ -630,7 +631,7 @@ def test_c_tails_equal_the_kernel_tails(rows: list[tuple[Text | None, Text | Non
 
 def test_c_tails_is_used_for_rows_without_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast path really runs (the equivalence test above would pass if it never did)."""
-    real = arrow_records._c_tails
+    real = tails_module._c_tails
     if real is None:
         pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
     calls: list[int] = []
@@ -639,7 +640,7 @@ def test_c_tails_is_used_for_rows_without_headers(monkeypatch: pytest.MonkeyPatc
         calls.append(args[-1])
         return real(*args)
 
-    monkeypatch.setattr(arrow_records, "_c_tails", spy)
+    monkeypatch.setattr(tails_module, "_c_tails", spy)
     encode_tails(pa.array([b"k", None]), pa.array(["v", "w"]))
     encode_tails(None, pa.array([b"v"], pa.large_binary()))
     encode_tails(pa.array(["k"]).dictionary_encode(), pa.array([b"v"]))  # dictionary: the kernels
@@ -650,7 +651,7 @@ def test_c_tails_is_used_for_rows_without_headers(monkeypatch: pytest.MonkeyPatc
 def test_c_tails_rejects_inconsistent_buffers() -> None:
     """Offsets that decrease or point past the data, or a short validity bitmap, raise instead of reading
     out of bounds."""
-    c = arrow_records._c_tails
+    c = tails_module._c_tails
     if c is None:
         pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
     import struct as _struct

@@ -17,8 +17,8 @@ from sparkafka.record import (
     increment_sequence,
     set_producer_state,
 )
-from sparkafka.record.builder import INT32_MAX
 from sparkafka.record.crc import crc32c
+from sparkafka.record.layout import INT32_MAX
 
 TS = 1700000000000
 

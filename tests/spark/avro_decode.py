@@ -2,7 +2,7 @@
 
 How it works: walks the writer schema's fields in order, reading zigzag varints, IEEE floats,
 length-prefixed bytes/strings, fixed-size decimals and ``[type, "null"]`` unions. Written from
-the Avro specification, independently of ``sparkafka.spark.avro_fallback``.
+the Avro specification, independently of ``sparkafka.cli.avro_fallback``.
 """
 
 from __future__ import annotations

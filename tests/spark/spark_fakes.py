@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 
 from sparkafka.errors import KafkaError
-from sparkafka.producer.bulk import BulkAppend
+from sparkafka.producer.arrow.bulk import BulkAppend
+from sparkafka.producer.arrow.tails import as_large_binary
 from sparkafka.producer.future import ProduceRequestResult
-from sparkafka.record.arrow_records import as_large_binary
 
 
 @dataclass

@@ -19,10 +19,10 @@ import pyarrow as pa
 import pytest
 
 from sparkafka.errors import InvalidRecordInputError
-from sparkafka.producer import bulk, murmur2
+from sparkafka.producer import murmur2
+from sparkafka.producer.arrow import bulk, tails
 from sparkafka.producer.murmur2 import partition_for_key_py
 from sparkafka.producer.producer import KafkaProducer
-from sparkafka.record import arrow_records
 from support.consume import consume_all, create_topic
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
@@ -41,10 +41,10 @@ PARTS: list[int | None] = [None, 2, None, 0, None, None, 1, None, 3, None]
 @pytest.fixture(params=["accel", "pure"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "pure":
-        monkeypatch.setattr(arrow_records, "_c_tails", None)
+        monkeypatch.setattr(tails, "_c_tails", None)
         monkeypatch.setattr(bulk, "_c_partitions", None)
         monkeypatch.setattr(murmur2, "ACCEL", None)
-    elif arrow_records._c_tails is None:
+    elif tails._c_tails is None:
         pytest.skip("the C accelerator is not built")
     return str(request.param)
 

@@ -8,7 +8,6 @@ import pyarrow as pa
 import pytest
 
 from sparkafka import errors
-from sparkafka.arrow_send import ArrowSendResult, OffsetRange, plan_columns, send_arrow
 from sparkafka.errors import (
     BufferExhaustedError,
     InvalidRecordInputError,
@@ -16,7 +15,9 @@ from sparkafka.errors import (
     KafkaTimeoutError,
     RecordTooLargeError,
 )
-from sparkafka.producer.bulk import BulkAppend
+from sparkafka.producer.arrow.bulk import BulkAppend
+from sparkafka.producer.arrow.report import ArrowSendResult, OffsetRange
+from sparkafka.producer.arrow.send import plan_columns, send_arrow
 from sparkafka.producer.future import ProduceRequestResult
 
 if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/

@@ -22,8 +22,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from sparkafka.cli.avro_fallback import avro_schema, decimal_size, row_encoder, zigzag_varint
 from sparkafka.errors import InvalidRecordInputError
-from sparkafka.spark.avro_fallback import avro_schema, decimal_size, row_encoder, zigzag_varint
 
 if TYPE_CHECKING:  # pytest puts tests/spark on sys.path; mypy names the module from tests/
     from spark.avro_decode import decode_record

@@ -43,8 +43,8 @@ def test_task_stops_reading_input_once_a_record_failed(mock_cluster: Any) -> Non
     input once a record failed, and still fail."""
     import pyarrow as pa
 
-    from sparkafka.arrow_send import plan_columns
     from sparkafka.errors import KafkaError
+    from sparkafka.producer.arrow.send import plan_columns
     from sparkafka.spark.options import SinkOptions
     from sparkafka.spark.producer_cache import ProducerCache
     from sparkafka.spark.writer import write_partition

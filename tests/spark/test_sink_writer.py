@@ -19,8 +19,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sparkafka.arrow_send import plan_columns
 from sparkafka.errors import ConfigError, InvalidRecordInputError, KafkaError
+from sparkafka.producer.arrow.send import plan_columns
 from sparkafka.spark import SparkafkaDataSource, read_summaries
 from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary
 from sparkafka.spark.datasource import plan_spark_schema

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkafka import errors
-from sparkafka.producer.transaction_manager import TransactionManager, TxnState, fenced_error
+from sparkafka.producer.transactions import TransactionManager, TxnState, fenced_error
 
 
 def _ready() -> TransactionManager:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sparkafka import errors
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.producer.transaction_manager import TxnState
+from sparkafka.producer.transactions import TxnState
 from sparkafka.record import RecordBatchBuilder
 from transactions.test_txn_java_rules import _add, _ready
 

@@ -19,7 +19,7 @@ import pytest
 from sparkafka import errors
 from sparkafka.producer.producer import KafkaProducer
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.producer.transaction_manager import TransactionalRequestResult, TransactionManager, TxnState
+from sparkafka.producer.transactions import TransactionalRequestResult, TransactionManager, TxnState
 from sparkafka.protocol.messages import ApiKey as Api
 from sparkafka.protocol.versions import ApiVersionsTable
 from sparkafka.record import RecordBatchBuilder

@@ -6,7 +6,8 @@ How it works: each command is a module ``sparkafka.cli.<name>`` with two functio
 listed in ``COMMANDS``, builds the parser, and dispatches on the chosen command name.
 
 To add a command: write ``sparkafka/cli/<name>.py`` with ``add_parser`` and ``run``, and
-add ``"<name>"`` to ``COMMANDS`` below.
+add ``"<name>"`` to ``COMMANDS`` below. Modules not in ``COMMANDS`` are a command's helpers: the
+pipeline's demo data generator (``orders``) and its Avro encoder (``avro_fallback``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
-from sparkafka import __version__
+from sparkafka._version import __version__
 
 # ---- The command registry: one module name per command, in --help order. -------------------
 COMMANDS: tuple[str, ...] = (

@@ -214,10 +214,10 @@ def run_pipeline(
     extra_options: Mapping[str, str] | None = None,
 ) -> PipelineResult:
     """Create the topic if needed, write the shaped rows through the sink, and report."""
+    from sparkafka.cli.orders import generate_orders, read_input, shape_records
     from sparkafka.net.admin import AdminClient
     from sparkafka.spark import read_summaries, register
     from sparkafka.spark.options import validate_producer_config
-    from sparkafka.spark.orders import generate_orders, read_input, shape_records
 
     validate_producer_config({**(producer_config or {}), "bootstrap.servers": bootstrap})
     if partitions < 1:

@@ -45,8 +45,9 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from .. import __version__, errors
+from .. import errors
 from .._clock import Clock
+from .._version import __version__
 from ..protocol.framing import KafkaProtocol
 from ..protocol.messages import CLIENT_VERSIONS, ApiKey
 from ..protocol.primitives import Buffer
@@ -57,7 +58,7 @@ from .tls import handshake_error, looks_like_tls_alert
 log = logging.getLogger("sparkafka.net.connection")
 
 CLIENT_SOFTWARE_NAME = "sparkafka"
-CLIENT_SOFTWARE_VERSION = __version__  # the package's version (pyproject.toml has the same, tested)
+CLIENT_SOFTWARE_VERSION = __version__  # the package's version (sparkafka._version)
 DEFAULT_MAX_RESPONSE_SIZE = 104_857_600  # the broker's socket.request.max.bytes default
 _CONNECT_IN_PROGRESS = frozenset({errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, errno.EAGAIN})
 _HAS_SENDMSG = hasattr(socket.socket, "sendmsg")

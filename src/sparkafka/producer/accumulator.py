@@ -51,13 +51,12 @@ from sparkafka.producer.future import FutureRecordMetadata, ProduceRequestResult
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.producer.producer_batch import ProducerBatch
 from sparkafka.record.builder import (
-    MAX_RECORD_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
     RecordBatchBuilder,
     _c_append_open,
     estimate_batch_size_upper_bound,
 )
 from sparkafka.record.compression import NO_COMPRESSION, CompressionType
+from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = [
     "BulkSegment",

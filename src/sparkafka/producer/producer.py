@@ -38,13 +38,13 @@ from .murmur2 import partition_for_key_fast
 from .partitioner import Partitioner, resolve_partitioner
 from .send_lane import install_send_lane
 from .sender import Sender
-from .transaction_manager import TransactionManager
+from .transactions import TransactionManager
 
 if TYPE_CHECKING:
     import pyarrow
 
-    from ..arrow_send import ArrowSendResult
-    from .bulk import BulkAppend
+    from .arrow.bulk import BulkAppend
+    from .arrow.report import ArrowSendResult
 
 log = logging.getLogger("sparkafka.producer")
 
@@ -272,8 +272,8 @@ class KafkaProducer:
     def send_arrow(self, topic: str | None, batch: pyarrow.RecordBatch, **columns: Any) -> ArrowSendResult:
         """Send every row of an Arrow record batch (columns ``value``, ``key``, ``topic``,
         ``partition``, ``headers``, as in Spark's Kafka sink) through the bulk path, with the same
-        guarantees as ``send()``; returns one completion handle for all rows. See ``sparkafka.arrow_send``."""
-        from ..arrow_send import send_arrow
+        guarantees as ``send()``; returns one completion handle for all rows. See ``sparkafka.producer.arrow``."""
+        from .arrow.send import send_arrow
 
         return send_arrow(self, topic, batch, **columns)
 
@@ -285,11 +285,11 @@ class KafkaProducer:
 
     def send_columns(self, topic: str, values: pyarrow.Array, keys: pyarrow.Array | None = None,
                      headers: pyarrow.Array | None = None, partitions: pyarrow.Array | None = None) -> BulkAppend:
-        """The bulk path for one topic (``producer/bulk.py``): Arrow arrays of values, keys,
+        """The bulk path for one topic (``producer/arrow/bulk.py``): Arrow arrays of values, keys,
         headers (``list<struct<key, value>>``) and partitions (nulls: the partitioner chooses) of equal
-        length, already checked (``sparkafka.arrow_send`` does that). Raises like ``send()`` before
+        length, already checked (``producer/arrow/send.py`` does that). Raises like ``send()`` before
         anything is appended; an error after some rows were appended is returned in the result."""
-        from .bulk import append_arrow
+        from .arrow.bulk import append_arrow
 
         if self._closing:
             raise self._closed_error()

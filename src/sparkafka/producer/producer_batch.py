@@ -41,15 +41,8 @@ from sparkafka.producer.future import (
     RecordCallback,
     RecordMetadata,
 )
-from sparkafka.record.builder import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    RecordBatchBuilder,
-    estimate_batch_size_upper_bound,
-    increment_sequence,
-    set_producer_state,
-)
+from sparkafka.record.builder import RecordBatchBuilder, estimate_batch_size_upper_bound, set_producer_state
+from sparkafka.record.layout import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
 
 __all__ = ["BuilderFactory", "FinalState", "ProducerBatch"]
 

@@ -35,8 +35,8 @@ from .._clock import Clock
 from .._types import TopicPartition
 from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
 from ..protocol.produce import encode_produce_request_parts
-from ..record.builder import RECORD_BATCH_OVERHEAD
-from .transaction_manager import TransactionManager, TxnRequest
+from ..record.layout import RECORD_BATCH_OVERHEAD
+from .transactions import TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
     from ..net.client import ClientResponse, NetworkClient

@@ -1,6 +1,8 @@
-"""Compiles a ``Schema`` at one version into an encoder/decoder pair.
+"""Compiles a ``Schema`` at one version into an encoder/decoder pair, and encodes and decodes with it.
 
-How it works: ``compile_codec(schema, version, flexible)`` runs once per (schema, version) and resolves
+How it works: ``encode(schema, body, version)`` and ``decode(schema, data, version)`` check the version
+and use ``codec_for(schema, version)``, which compiles each ``(schema, version, flexible)`` once and
+caches the result. ``compile_codec(schema, version, flexible)`` resolves
 everything that depends on the version: which fields exist, which are tagged, classic (int16/int32
 lengths) or compact (unsigned varint length+1) encodings, nullability and defaults. Consecutive
 fixed-width fields (ints, bool, float64; uuid when decoding) form one run handled by a single
@@ -36,6 +38,7 @@ from sparkafka.protocol.primitives import (
     INT32,
     INT_LIMITS,
     MAX_STRING_BYTES,
+    Buffer,
     Reader,
     read_uvarint,
     uuid_bytes,
@@ -64,6 +67,45 @@ class Codec:
         self.encode = encode
         self.decode = decode
         self.min_size = min_size
+
+
+_COMPILED: dict[tuple[Schema, int, bool], Codec] = {}
+"""Compiled codecs by (schema, version, flexible); schemas are compared by identity."""
+
+
+def codec_for(schema: Schema, version: int, flexible: bool | None = None) -> Codec:
+    """The compiled codec of a schema at a version (``flexible`` defaults to the schema's flexibleVersions)."""
+    if flexible is None:
+        flexible = version in schema.flexible_versions
+    key = (schema, version, flexible)
+    c = _COMPILED.get(key)
+    if c is None:
+        c = _COMPILED[key] = compile_codec(schema, version, flexible)
+    return c
+
+
+def encode(schema: Schema, body: Body, version: int) -> bytes:
+    """``body`` encoded as ``schema`` at ``version`` (``ProtocolError`` naming the field when a value does
+    not fit, ``UnsupportedVersionError`` for a version the schema does not have)."""
+    out = bytearray()
+    encode_into(out, schema, body, version)
+    return bytes(out)
+
+
+def encode_into(out: bytearray, schema: Schema, body: Body, version: int) -> None:
+    schema.check_version(version)
+    codec_for(schema, version).encode(out, body)
+
+
+def decode(schema: Schema, data: Buffer, version: int) -> dict[str, Any]:
+    """The body encoded in ``data`` (``ProtocolError`` naming the field when the bytes do not fit)."""
+    schema.check_version(version)
+    return codec_for(schema, version).decode(Reader(data))
+
+
+def decode_from(schema: Schema, reader: Reader, version: int) -> dict[str, Any]:
+    schema.check_version(version)
+    return codec_for(schema, version).decode(reader)
 
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -193,7 +235,7 @@ def _array_encoder(
         return True
 
     if isinstance(element, Schema):
-        el_enc = element.codec(version, flexible).encode
+        el_enc = codec_for(element, version, flexible).encode
 
         def enc_structs(out: bytearray, v: Any) -> None:
             if write_count(out, v):
@@ -230,7 +272,7 @@ def _value_encoder(label: str, f: Field, version: int, flexible: bool) -> Encode
     if isinstance(t, ArrayOf):
         return _array_encoder(label, t.element, nullable, compact, version, flexible)
     if isinstance(t, Schema):
-        inner = t.codec(version, flexible).encode
+        inner = codec_for(t, version, flexible).encode
 
         def enc_struct(out: bytearray, v: Any) -> None:
             if v is None:
@@ -367,7 +409,7 @@ def _array_decoder(
 ) -> Decoder:
     read_count = _length_decoder(label, compact, 4)
     if isinstance(element, Schema):
-        codec = element.codec(version, flexible)
+        codec = codec_for(element, version, flexible)
         el_dec: Decoder = codec.decode
         min_size = codec.min_size
     elif element in FIXED_TYPES:
@@ -420,7 +462,7 @@ def _value_decoder(label: str, f: Field, version: int, flexible: bool) -> Decode
     if isinstance(t, ArrayOf):
         return _array_decoder(label, t.element, nullable, compact, version, flexible)
     if isinstance(t, Schema):
-        return t.codec(version, flexible).decode
+        return codec_for(t, version, flexible).decode
     return _scalar_decoder(label, t, nullable, compact)
 
 
@@ -451,7 +493,7 @@ def _min_size(f: Field, version: int, flexible: bool) -> int:
     t = f.type
     compact = _compact(f, version, flexible)
     if isinstance(t, Schema):
-        return t.codec(version, flexible).min_size
+        return codec_for(t, version, flexible).min_size
     if isinstance(t, ArrayOf):
         return 1 if compact else 4
     if t in FIXED_TYPES:
@@ -608,7 +650,7 @@ def _gen_field(i: int, f: Field, version: int, flexible: bool, label: str, ns: d
     if isinstance(t, ArrayOf) and (isinstance(t.element, Schema) or t.element in FIXED_TYPES):
         el = t.element
         if isinstance(el, Schema):
-            codec = el.codec(version, flexible)
+            codec = codec_for(el, version, flexible)
             ns[f"E{i}"] = codec.decode
             min_size = codec.min_size
             read = [

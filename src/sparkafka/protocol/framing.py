@@ -247,7 +247,7 @@ class KafkaProtocol:
         elif isinstance(body, (bytes, bytearray, memoryview)):
             pieces.append(body)
         else:
-            pieces.append(spec.request.encode(body, version))
+            pieces.append(spec.encode_request(version, body))
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         header = _REQ_FIXED.pack(api_key, version, correlation_id) + self._client_id_bytes

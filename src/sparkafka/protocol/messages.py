@@ -22,6 +22,7 @@ import enum
 from typing import Any
 
 from sparkafka.errors import UnsupportedVersionError
+from sparkafka.protocol import codec
 from sparkafka.protocol.primitives import Buffer
 from sparkafka.protocol.schema import ArrayOf, Body, Field, Schema
 
@@ -78,19 +79,19 @@ class ApiSpec:
 
     def encode_request(self, version: int, body: Body) -> bytes:
         self.check_version(version)
-        return self.request.encode(body, version)
+        return codec.encode(self.request, body, version)
 
     def decode_request(self, version: int, data: Buffer) -> dict[str, Any]:
         self.check_version(version)
-        return self.request.decode(data, version)
+        return codec.decode(self.request, data, version)
 
     def encode_response(self, version: int, body: Body) -> bytes:
         self.check_version(version)
-        return self.response.encode(body, version)
+        return codec.encode(self.response, body, version)
 
     def decode_response(self, version: int, data: Buffer) -> dict[str, Any]:
         self.check_version(version)
-        return self.response.decode(data, version)
+        return codec.decode(self.response, data, version)
 
 
 # The message tables below are laid out like Kafka's JSON specs, so the formatter leaves them alone.

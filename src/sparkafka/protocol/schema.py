@@ -11,20 +11,18 @@ default and fields outside the version are skipped. On decode every field of the
 fields outside the version (and tagged fields the peer did not send) hold their default.
 Unknown tags are skipped.
 
-For each ``(schema, version, flexible)`` the schema is compiled once by ``protocol.codec`` into an
-encoder/decoder pair, cached on the schema (see that module for how the compiled closures work).
+This module only describes messages; ``protocol.codec`` compiles a schema at each ``(version,
+flexible)`` once into an encoder/decoder pair and encodes and decodes with it (``codec.encode``,
+``codec.decode``), so the description does not depend on the codec.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkafka.errors import ProtocolError, UnsupportedVersionError
-from sparkafka.protocol.primitives import ZERO_UUID, Buffer, Reader
-
-if TYPE_CHECKING:
-    from sparkafka.protocol.codec import Codec
+from sparkafka.protocol.primitives import ZERO_UUID
 
 MAX_VERSION = 0x7FFF
 
@@ -203,7 +201,7 @@ class Field:
 class Schema:
     """An ordered list of fields; top-level schemas also carry the message's valid and flexible versions."""
 
-    __slots__ = ("_codecs", "fields", "flexible_versions", "name", "valid_versions")
+    __slots__ = ("fields", "flexible_versions", "name", "valid_versions")
 
     def __init__(
         self,
@@ -217,7 +215,6 @@ class Schema:
         self.fields: tuple[Field, ...] = tuple(fields)
         self.valid_versions = Versions.parse(valid_versions)
         self.flexible_versions = Versions.parse(flexible_versions)
-        self._codecs: dict[tuple[int, bool], Codec] = {}
         seen: set[str] = set()
         tags: set[int] = set()
         for f in self.fields:
@@ -239,37 +236,8 @@ class Schema:
     def is_flexible(self, version: int) -> bool:
         return version in self.flexible_versions
 
-    def codec(self, version: int, flexible: bool | None = None) -> Codec:
-        """The compiled codec for a version (``flexible`` defaults to the schema's flexibleVersions)."""
-        if flexible is None:
-            flexible = version in self.flexible_versions
-        key = (version, flexible)
-        c = self._codecs.get(key)
-        if c is None:
-            from sparkafka.protocol.codec import compile_codec  # deferred: codec imports this module
-
-            c = self._codecs[key] = compile_codec(self, version, flexible)
-        return c
-
-    def _check_version(self, version: int) -> None:
+    def check_version(self, version: int) -> None:
         if version not in self.valid_versions:
             raise UnsupportedVersionError(
                 f"{self.name} has no version {version} (valid versions {self.valid_versions!r})"
             )
-
-    def encode(self, body: Body, version: int) -> bytes:
-        out = bytearray()
-        self.encode_into(out, body, version)
-        return bytes(out)
-
-    def encode_into(self, out: bytearray, body: Body, version: int) -> None:
-        self._check_version(version)
-        self.codec(version).encode(out, body)
-
-    def decode(self, data: Buffer, version: int) -> dict[str, Any]:
-        self._check_version(version)
-        return self.codec(version).decode(Reader(data))
-
-    def decode_from(self, reader: Reader, version: int) -> dict[str, Any]:
-        self._check_version(version)
-        return self.codec(version).decode(reader)

@@ -31,13 +31,23 @@ from sparkafka.errors import CorruptRecordBatchError, InvalidRecordInputError
 from sparkafka.record._varint import NULL_LENGTH, SMALL, VARINT, VARINT_ATTR0, varint_size, zigzag_varint
 from sparkafka.record.compression import NO_COMPRESSION, CompressionType, compress, validate_level
 from sparkafka.record.crc import crc32c
+from sparkafka.record.layout import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_RECORD_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG,
+)
+from sparkafka.record.reader import decode_batch, decode_records
 
-RECORD_BATCH_OVERHEAD = 61
-"""Size of the v2 batch header."""
-LOG_OVERHEAD = 12
-"""baseOffset + batchLength: bytes not counted by batchLength."""
-MAX_RECORD_OVERHEAD = 21
-"""Upper bound of a record's bytes besides key, value and headers (Java ``DefaultRecord``)."""
 COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 MAX_UNCOMPRESSED_RATIO = 2
 """When compressing, a batch takes at most this many times its write limit of uncompressed records
@@ -46,22 +56,7 @@ compressible data the compressed-size estimate would otherwise let one 16 KB bat
 (memory outside ``buffer.memory``). Measured with lz4 on repetitive 100-byte records and 32 MB of
 ``buffer.memory``: peak RSS 124 MB at 1, 177 MB at 2, 299 MB at 4 (and throughput 187k, 208k and
 290k records/s): 2 is the compromise."""
-MAGIC = 2
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-PRODUCER_ID_OFFSET = 43
-TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-COMPRESSION_MASK = 0x07
-INT32_MAX = 2**31 - 1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
 
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
-HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 _PRODUCER_STATE = struct.Struct(">qhi")  # at offset 43
 _ATTRIBUTES = struct.Struct(">h")
@@ -69,13 +64,6 @@ _BATCH_LENGTH = struct.Struct(">i")
 
 RecordTuple = tuple[int, "bytes | None", "bytes | None", "Headers | None"]
 """``(timestamp, key, value, headers)``."""
-
-
-def increment_sequence(seq: int, n: int) -> int:
-    """``seq + n`` wrapping past Int32.MAX to 0, as Java's ``DefaultRecordBatch.incrementSequence``."""
-    if seq > INT32_MAX - n:
-        return n - (INT32_MAX - seq) - 1
-    return seq + n
 
 
 def _headers_size(headers: Headers) -> int:
@@ -443,15 +431,13 @@ class RecordBatchBuilder:
     def records(self) -> list[RecordTuple]:
         """The appended records as ``(timestamp, key, value, headers)``, in order (decoded from the
         stored bytes; headers None when a record has none). For splitting a batch."""
-        from sparkafka.record.reader import _decode_records, decode_batch  # the reader imports this module
-
         built = self._built
         if built is not None and len(built) and self._compression != NO_COMPRESSION:
             # close() compressed the records in place: decode the built batch instead
             return [(r.timestamp, r.key, r.value, r.headers or None) for r in decode_batch(built).records]
         raw = bytes(memoryview(self._buf)[RECORD_BATCH_OVERHEAD:self._pos])
         return [(r.timestamp, r.key, r.value, r.headers or None)
-                for r in _decode_records(raw, self.record_count, 0, self._base_timestamp, None)]
+                for r in decode_records(raw, self.record_count, 0, self._base_timestamp, None)]
 
     def close(
         self,
@@ -510,7 +496,7 @@ class RecordBatchBuilder:
 
 
     def append_tails(self, offsets: memoryview, data: memoryview, start: int, stop: int, timestamp: int) -> int:
-        """Append records whose tails (``sparkafka.record.arrow_records``) are rows ``[start, stop)`` of
+        """Append records whose tails (``sparkafka.producer.arrow.tails``) are rows ``[start, stop)`` of
         ``offsets``/``data``, all with ``timestamp``, as many as fit (``try_append``'s rule; the first
         record of an empty batch always fits). Returns how many were appended (0 if closed)."""
         if self._appends_closed or start >= stop:

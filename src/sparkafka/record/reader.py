@@ -13,7 +13,9 @@ from typing import NamedTuple
 
 from sparkafka.errors import CorruptRecordBatchError
 from sparkafka.record._varint import read_varint
-from sparkafka.record.builder import (
+from sparkafka.record.compression import CompressionType, decompress
+from sparkafka.record.crc import crc32c
+from sparkafka.record.layout import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_FLAG,
@@ -21,12 +23,9 @@ from sparkafka.record.builder import (
     LOG_OVERHEAD,
     MAGIC,
     RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_FLAG,
     TRANSACTIONAL_FLAG,
 )
-from sparkafka.record.compression import CompressionType, decompress
-from sparkafka.record.crc import crc32c
-
-TIMESTAMP_TYPE_FLAG = 0x08
 
 
 class Record(NamedTuple):
@@ -71,8 +70,9 @@ def _read_bytes(buf: bytes, pos: int, what: str) -> tuple[bytes | None, int]:
     return buf[pos:end], end
 
 
-def _decode_records(buf: bytes, count: int, base_offset: int, base_timestamp: int,
-                    log_append_time: int | None) -> list[Record]:
+def decode_records(buf: bytes, count: int, base_offset: int, base_timestamp: int,
+                   log_append_time: int | None) -> list[Record]:
+    """The ``count`` records of an uncompressed records section (the bytes after a batch header)."""
     records: list[Record] = []
     pos = 0
     for index in range(count):
@@ -156,7 +156,7 @@ def decode_batches(data: bytes | bytearray | memoryview) -> list[DecodedBatch]:
         if codec != CompressionType.NONE:
             payload = decompress(codec, payload)
         timestamp_type = 1 if attributes & TIMESTAMP_TYPE_FLAG else 0
-        records = _decode_records(payload, count, base_offset, base_timestamp,
+        records = decode_records(payload, count, base_offset, base_timestamp,
                                   max_timestamp if timestamp_type else None)
         batches.append(DecodedBatch(
             base_offset=base_offset,

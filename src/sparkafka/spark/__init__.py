@@ -4,7 +4,7 @@ How it works: ``register(spark)`` registers ``SparkafkaDataSource`` under the fo
 ``sparkafka``; after that ``df.write.format("sparkafka")...save()`` and
 ``df.writeStream.format("sparkafka")...start()`` send each row as one Kafka record, with the same
 DataFrame contract and ``kafka.*`` options as Spark's own Kafka sink. Rows reach the executors'
-Python workers as Arrow record batches and are sent by ``sparkafka.arrow_send``; each worker process
+Python workers as Arrow record batches and are sent by ``sparkafka.producer.arrow``; each worker process
 keeps one producer per config (``producer_cache``). Every task flushes and fails if any of its
 records failed, so Spark retries it.
 

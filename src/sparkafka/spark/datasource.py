@@ -3,7 +3,7 @@
 How it works: Spark instantiates the data source on the driver with the write's options and calls
 ``writer(schema, overwrite)`` (batch) or ``streamWriter(schema, overwrite)`` (streaming). Both parse
 the options (``SinkOptions.parse``) and check the DataFrame's columns with the same
-``arrow_send.plan_columns`` that checks Arrow batches: the Spark schema of the relevant columns is
+``producer.arrow.send.plan_columns`` that checks Arrow batches: the Spark schema of the relevant columns is
 converted to Arrow first, and error messages show Spark's type names. So a missing ``value``
 column, a wrong column type, no topic at all, an unknown option or a bad ``kafka.*`` producer
 setting fails the query before any task starts. Batch writes accept only ``mode("append")``: Kafka
@@ -16,8 +16,8 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from sparkafka.arrow_send import ColumnPlan, plan_columns
 from sparkafka.errors import ConfigError, InvalidRecordInputError
+from sparkafka.producer.arrow.send import ColumnPlan, plan_columns
 from sparkafka.spark.options import SinkOptions
 from sparkafka.spark.writer import SparkafkaBatchWriter, SparkafkaStreamWriter
 

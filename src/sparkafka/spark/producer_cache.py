@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from sparkafka._clock import SYSTEM_CLOCK, Clock
-from sparkafka.arrow_send import ProducerLike
+from sparkafka.producer.arrow.send import ProducerLike
 
 __all__ = ["CachedProducer", "ConfigKey", "ProducerCache", "freeze_config", "shared_cache"]
 

@@ -28,8 +28,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from sparkafka.arrow_send import ArrowSendResult, ColumnPlan, DeliveryReport, send_planned
 from sparkafka.errors import InvalidRecordInputError, KafkaError
+from sparkafka.producer.arrow.report import ArrowSendResult, DeliveryReport
+from sparkafka.producer.arrow.send import ColumnPlan, send_planned
 from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary
 from sparkafka.spark.options import FAIL_FIRST_ATTEMPT_OPTION, SinkOptions
 from sparkafka.spark.producer_cache import ProducerCache, shared_cache

@@ -2,7 +2,7 @@
 
 How it works (``append_arrow``, for the rows of one topic; ``KafkaProducer.send_arrow`` is the caller):
 
-1. **Encode.** ``record.arrow_records.encode_tails`` turns key, value and headers columns into one
+1. **Encode.** ``tails.encode_tails`` turns key, value and headers columns into one
    ``large_binary`` array of record *tails* (everything after a record's offset delta) with Arrow kernels.
 2. **Partition, column-wise** (``choose_partitions``): an explicit partition column wins; else, as in
    ``send()``, a custom partitioner is asked per row, or a key is hashed with murmur2 (in C straight
@@ -38,10 +38,10 @@ from sparkafka._types import ClusterView
 from sparkafka.accel import ACCEL
 from sparkafka.errors import InvalidRecordInputError, KafkaError, RecordTooLargeError
 from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
+from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, encode_tails, tail_buffers
 from sparkafka.producer.murmur2 import murmur2_partitions
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
-from sparkafka.record.arrow_records import as_large_binary, column_buffers, encode_tails, tail_buffers
-from sparkafka.record.builder import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
 __all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partitions", "key_partitions"]
 

@@ -1,34 +1,23 @@
-"""TransactionManager: producer id, epoch and per-partition sequence numbers (idempotence), and the
-transaction state machine (the Java client's TransactionManager, facts §7).
+"""Transactions: the producer's state machine and the transactional requests (the transactional half of
+the Java client's ``TransactionManager``).
 
-How it works.
+How it works. ``TransactionManager`` extends ``idempotence.IdempotenceManager`` (producer id, epoch and
+sequences) with the state: ``TxnState`` with Java's legal transitions; illegal calls raise
+``IllegalStateError``, calls after a fatal error re-raise that error (``ProducerFencedError`` when
+fenced). An idempotent producer without a transactional.id uses the same object: it only ever goes from
+UNINITIALIZED to FATAL_ERROR. User calls enqueue transactional requests (InitProducerId,
+AddPartitionsToTxn, EndTxn; FindCoordinator when the coordinator is unknown); the Sender sends them one
+at a time, lowest priority value first, before any produce data, and hands the responses to the
+request's handler here. EndTxn waits until every batch is complete. Each user call waits on a
+``TransactionalRequestResult``; a call repeated after its wait timed out gets the same result back (as
+Java). A transaction whose batch failed, or whose EndTxn got UNKNOWN_PRODUCER_ID /
+INVALID_PRODUCER_ID_MAPPING, is re-initialized after its abort (a new epoch, sequences from 0:
+``restart_sequences``). Transactions follow protocol v1 (EndTxn up to v4, ``protocol.messages``).
 
-Idempotence. The producer id and epoch come from InitProducerId. Each successful InitProducerId starts a
-new *generation*. Every partition keeps its own sequence space (``_PartitionEntry``): the generation it
-belongs to, the next sequence, the last acknowledged sequence and the batches that have a sequence but
-are not complete yet (``in_flight``: on the wire, waiting for a retry, or expired while on the wire),
-in sequence order. ``assign_sequence`` gives a batch the next sequence (advanced by its record count,
-wrapping at 2**31-1); a retried batch keeps its sequence, and only the lowest in-flight batch of a
-partition may be resent (``should_stop_drain``), so a retry never overtakes.
-
-When a partition's sequence space is broken (OUT_OF_ORDER_SEQUENCE_NUMBER with a real gap,
-UNKNOWN_PRODUCER_ID, a batch that failed with a non-retriable error, a batch that expired after being
-sent and whose fate stays unknown once nothing else is in flight) the partition is marked for a
-*rewrite*. The Sender then asks for a brand-new producer id (never a KIP-360 bump of the old one: Tansu
-rejects those) and, once that id is known and none of the partition's batches is on the wire, the
-partition's remaining batches are renumbered from 0 under the new id. Other partitions keep their old
-id for the batches they have in flight (so a retry of a batch that may already be written is still
-deduplicated by the broker) and switch to the new generation when they have nothing in flight.
-
-Transactions. ``TxnState`` with Java's legal transitions; illegal calls raise ``IllegalStateError``,
-calls after a fatal error re-raise that error (``ProducerFencedError`` when fenced). User calls enqueue
-transactional requests (InitProducerId, AddPartitionsToTxn, EndTxn; FindCoordinator when the
-coordinator is unknown); the Sender sends them one at a time, lowest priority value first, before any
-produce data, and hands the responses to the request's handler here. EndTxn waits until every batch is
-complete. Each user call waits on a ``TransactionalRequestResult``; a call repeated after its wait timed
-out gets the same result back (as Java). A transaction whose batch failed, or whose EndTxn got
-UNKNOWN_PRODUCER_ID / INVALID_PRODUCER_ID_MAPPING, is re-initialized after its abort (a new epoch, sequences
-from 0). Transactions follow protocol v1 (EndTxn up to v4, ``protocol.messages``).
+Where things go: a new transactional request is a ``TxnRequest`` built by a ``_..._request`` method here
+with its response handler (the priority as Java's ``TxnRequestHandler.Priority``), queued by ``_enqueue``
+and picked by ``next_request``; which partitions a Produce may carry is decided by ``_should_stop_drain``
+(``is_send_to_partition_allowed``); a new epoch for every partition goes through ``restart_sequences``.
 
 Locking: the Sender thread and user threads share ``self.lock`` (re-entrant); every public method
 takes it.
@@ -45,16 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
-from ..record.builder import NO_SEQUENCE, increment_sequence
+from .idempotence import NO_EPOCH, NO_PRODUCER_ID, IdempotenceManager
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
 
-log = logging.getLogger("sparkafka.producer")
+__all__ = ["TransactionManager", "TransactionalRequestResult", "TxnRequest", "TxnState", "fenced_error"]
 
-NO_PRODUCER_ID = -1
-NO_EPOCH = -1
-_SEQUENCE_SPACE = 1 << 31
+log = logging.getLogger("sparkafka.producer")
 
 API_FIND_COORDINATOR = 10
 API_INIT_PRODUCER_ID = 22
@@ -177,59 +164,18 @@ class TxnRequest:
             self.api_key, str(self.api_key))
 
 
-class _PartitionEntry:
-    """One partition's sequence space."""
-
-    __slots__ = ("generation", "in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence",
-                 "producer_epoch", "producer_id")
-
-    def __init__(self, generation: int, producer_id: int, producer_epoch: int) -> None:
-        self.generation = generation
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.next_sequence = 0
-        self.last_acked_sequence = -1
-        self.last_acked_offset = -1
-        self.in_flight: list[ProducerBatch] = []
-
-    def restart(self, generation: int, producer_id: int, producer_epoch: int) -> None:
-        self.generation = generation
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.next_sequence = 0
-        self.last_acked_sequence = -1
-        self.last_acked_offset = -1
-
-    def on_wire(self) -> bool:
-        return any(b.in_request for b in self.in_flight)
-
-
-def _seq_after(a: int, b: int) -> bool:
-    """Sequence ``a`` comes after ``b`` (modular, for sequences less than 2**30 apart)."""
-    return 0 < (a - b) % _SEQUENCE_SPACE < _SEQUENCE_SPACE // 2
-
-
-class TransactionManager:
-    """Idempotence bookkeeping and (when ``transactional_id`` is set) the transaction state machine."""
+class TransactionManager(IdempotenceManager):
+    """The transaction state machine (when ``transactional_id`` is set) on top of the idempotence
+    bookkeeping; the fatal state for every producer with idempotence."""
 
     def __init__(self, transactional_id: str | None, transaction_timeout_ms: int,
                  retry_backoff_ms: int = 100) -> None:
+        super().__init__(transactional_id is not None)
         self.transactional_id = transactional_id
-        self.is_transactional = transactional_id is not None
         self.transaction_timeout_ms = transaction_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
-        self.lock = threading.RLock()
-        self.producer_id = NO_PRODUCER_ID
-        self.epoch = NO_EPOCH
         self.state = TxnState.UNINITIALIZED
         self.last_error: BaseException | None = None
-        self._generation = 0
-        self._partitions: dict[TopicPartition, _PartitionEntry] = {}
-        self._unresolved: dict[TopicPartition, int] = {}  # tp -> the sequence after the failed batch
-        self._rewrite: set[TopicPartition] = set()
-        self._init_in_flight = False
-        self._split_slot: tuple[TopicPartition, int] | None = None
-        # transactions
         self._pending: list[TxnRequest] = []
         self.in_flight_request: TxnRequest | None = None
         self.coordinator: int | None = None
@@ -240,12 +186,7 @@ class TransactionManager:
         self._pending_result: TransactionalRequestResult | None = None
         self._bump_required = False  # transactional: re-initialize after the abort
 
-    # ================================================================== basics
-    @property
-    def generation(self) -> int:
-        """Incremented by every successful InitProducerId."""
-        return self._generation
-
+    # ================================================================== state
     def has_producer_id(self) -> bool:
         if self.producer_id == NO_PRODUCER_ID:
             return False
@@ -264,12 +205,6 @@ class TransactionManager:
 
     def is_aborting(self) -> bool:
         return self.state is _ABORTING
-
-    def _entry(self, tp: TopicPartition) -> _PartitionEntry:
-        e = self._partitions.get(tp)
-        if e is None:
-            e = self._partitions[tp] = _PartitionEntry(self._generation, self.producer_id, self.epoch)
-        return e
 
     def _transition(self, target: TxnState, error: BaseException | None = None) -> None:
         if self.state is TxnState.FATAL_ERROR and target is not TxnState.FATAL_ERROR:
@@ -322,281 +257,28 @@ class TransactionManager:
             return True
         return self.state is not _FATAL_ERROR and tp in self._txn_partitions
 
-    def take_for_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
-        """The accumulator's drain may take ``first`` (not ``should_stop_drain``); a never-sent batch
-        then gets its sequence (``assign_sequence``), under one acquisition of the lock (once per batch)."""
-        with self.lock:
-            if self._should_stop_drain(tp, first):
-                return False
-            if first.base_sequence == NO_SEQUENCE:
-                self._assign_sequence(first)
-            return True
-
-    def should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
-        """Java ``shouldStopDrainBatchesForPartition`` (plus: never while the partition waits for a
-        rewrite under a new producer id)."""
-        with self.lock:
-            return self._should_stop_drain(tp, first)
-
     def _should_stop_drain(self, tp: TopicPartition, first: ProducerBatch) -> bool:
         state = self.state
-        # not has_producer_id(), has_fatal_error(), not is_send_to_partition_allowed(tp)
-        if self.producer_id == NO_PRODUCER_ID or state is _FATAL_ERROR:
+        # has_fatal_error(), not has_producer_id(), not is_send_to_partition_allowed(tp)
+        if state is _FATAL_ERROR:
             return True
         if self.is_transactional and (state in _NO_PRODUCER_ID_YET or tp not in self._txn_partitions):
             return True
-        e = self._partitions.get(tp)
-        if e is None:
-            return False
-        if tp in self._rewrite:
-            return True
-        if first.base_sequence == NO_SEQUENCE:
-            if e.in_flight and e.generation != self._generation:
-                return True  # batches of an older producer id still in flight here
-            if e.in_flight and e.last_acked_sequence == -1:
-                # The partition's first batch under this producer id is not acknowledged yet: a broker
-                # with no state for the producer on that partition appends a first batch with ANY
-                # sequence (ProducerAppendInfo.checkSequence), so a second batch must not overtake it: if
-                # the first failed retriably (NOT_LEADER_OR_FOLLOWER on a topic just created), the
-                # second would be appended and the first could never be (OUT_OF_ORDER_SEQUENCE_NUMBER
-                # until delivery.timeout.ms). One batch in flight until the first acknowledgement.
-                return True
-            return tp in self._unresolved
-        # a retry goes only when it is the lowest sequence still in flight
-        return bool(e.in_flight) and e.in_flight[0] is not first and first in e.in_flight
+        return self._sequence_blocks_drain(tp, first)
 
-    def assign_sequence(self, batch: ProducerBatch) -> None:
-        """Give a never-sent batch the partition's next sequence and track it as in flight."""
-        with self.lock:
-            self._assign_sequence(batch)
-
-    def _assign_sequence(self, batch: ProducerBatch) -> None:
-        e = self._entry(batch.tp)
-        if e.generation != self._generation and not e.in_flight:
-            e.restart(self._generation, self.producer_id, self.epoch)
-            self._unresolved.pop(batch.tp, None)
-        sequence = e.next_sequence
-        batch.set_producer_state(e.producer_id, e.producer_epoch, sequence, self.is_transactional)
-        e.next_sequence = increment_sequence(sequence, batch.record_count)
-        e.in_flight.append(batch)
-
-    def begin_split(self, batch: ProducerBatch) -> None:
-        """The Sender is about to split ``batch``: its parts (``add_in_flight_batch``) take its place."""
-        with self.lock:
-            e = self._partitions.get(batch.tp)
-            if e is None or batch not in e.in_flight:
-                self._split_slot = None
-                return
-            index = e.in_flight.index(batch)
-            e.in_flight.pop(index)
-            self._split_slot = (batch.tp, index)
-
-    def add_in_flight_batch(self, batch: ProducerBatch) -> None:
-        """Track a part of a split batch (it kept a slice of the original's sequence range). Called by the
-        accumulator for each part, last part first."""
-        with self.lock:
-            lst = self._entry(batch.tp).in_flight
-            slot = self._split_slot
-            if slot is not None and slot[0] == batch.tp:
-                lst.insert(slot[1], batch)
-            else:
-                lst.append(batch)
-                lst.sort(key=lambda b: b.base_sequence)
-
-    def end_split(self) -> None:
-        with self.lock:
-            self._split_slot = None
-
-    def remove_in_flight(self, batch: ProducerBatch) -> None:
-        with self.lock:
-            self._remove_in_flight(batch)
-
-    def _remove_in_flight(self, batch: ProducerBatch) -> bool:
-        e = self._partitions.get(batch.tp)
-        if e is None:
-            return False
-        try:
-            e.in_flight.remove(batch)
-            return True
-        except ValueError:
-            return False
-
-    def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
-        with self.lock:
-            e = self._partitions.get(tp)
-            return [] if e is None else list(e.in_flight)
-
-    def next_sequence(self, tp: TopicPartition) -> int:
-        with self.lock:
-            e = self._partitions.get(tp)
-            return 0 if e is None else e.next_sequence
-
-    # ====================================================== idempotent producer id
-    def needs_producer_id(self) -> bool:
-        """Idempotent (non-transactional) producer: whether the Sender should send InitProducerId now."""
-        with self.lock:
-            if self.is_transactional or self._init_in_flight or self.has_fatal_error():
-                return False
-            if self.producer_id == NO_PRODUCER_ID:
-                return True
-            return any(self._entry(tp).generation >= self._generation for tp in self._rewrite)
-
-    def init_producer_id_request(self) -> dict[str, Any]:
-        """The body of InitProducerId for the idempotent producer (marks it in flight)."""
-        with self.lock:
-            self._init_in_flight = True
-            return {"transactional_id": None, "transaction_timeout_ms": 2147483647,
-                    "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_EPOCH}
-
-    def handle_idempotent_init_response(self, body: dict[str, Any] | None, error: BaseException | None) -> bool:
-        """Apply the InitProducerId answer; returns True if it succeeded (else the Sender retries later)."""
-        with self.lock:
-            self._init_in_flight = False
-            if isinstance(error, errors.UnsupportedVersionError):
-                self.transition_to_fatal(error)  # the broker is too old for idempotence
-                return False
-            if error is not None:
-                log.debug("InitProducerId failed: %r", error)
-                return False
-            assert body is not None
-            code = int(body.get("error_code", 0))
-            if code != 0:
-                exc = errors.error_for_code(code, "InitProducerId for the idempotent producer")
-                if not exc.retriable:
-                    self.transition_to_fatal(exc)
-                else:
-                    log.debug("InitProducerId answered %s; retrying", exc.name)
-                return False
-            self._new_producer_id(int(body["producer_id"]), int(body["producer_epoch"]))
-            return True
-
-    def _new_producer_id(self, pid: int, epoch: int) -> None:
-        self.producer_id, self.epoch = pid, epoch
-        self._generation += 1
-        log.info("producer id %d, epoch %d (generation %d)", pid, epoch, self._generation)
-        self.maybe_resolve_sequences()
-
-    # ================================================================ sequences
-    def _request_rewrite(self, tp: TopicPartition, why: str) -> None:
-        if self.is_transactional:
+    def _sequence_outcome_unknown(self, tp: TopicPartition) -> None:
+        if not self.is_transactional:
+            super()._sequence_outcome_unknown(tp)
             return
-        if tp not in self._rewrite:
-            log.info("%s-%d: %s; restarting its sequences under a new producer id", tp[0], tp[1], why)
-            self._rewrite.add(tp)
+        self._bump_required = True
+        self.transition_to_abortable(errors.KafkaError(
+            f"the outcome of an expired batch for {tp[0]}-{tp[1]} is unknown; "
+            "the transaction must be aborted"))
 
-    def request_epoch_bump(self, tp: TopicPartition) -> None:
-        with self.lock:
-            self._request_rewrite(tp, "epoch bump requested")
-
-    def _mark_unresolved(self, batch: ProducerBatch) -> None:
-        after = increment_sequence(batch.base_sequence, batch.record_count)
-        current = self._unresolved.get(batch.tp)
-        if current is None or _seq_after(after, current):
-            self._unresolved[batch.tp] = after
-
-    def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
-        with self.lock:
-            self._mark_unresolved(batch)
-
-    def maybe_resolve_sequences(self) -> None:
-        """Each Sender loop: settle partitions whose fate was unknown, and renumber partitions waiting for
-        a rewrite once the new producer id is there and none of their batches is on the wire."""
-        with self.lock:
-            for tp in list(self._unresolved):
-                e = self._entry(tp)
-                if e.in_flight:
-                    continue
-                del self._unresolved[tp]
-                if increment_sequence(e.last_acked_sequence, 1) == e.next_sequence:
-                    continue  # a later batch was acknowledged: nothing is missing
-                if self.is_transactional:
-                    self._bump_required = True
-                    self.transition_to_abortable(errors.KafkaError(
-                        f"the outcome of an expired batch for {tp[0]}-{tp[1]} is unknown; "
-                        "the transaction must be aborted"))
-                else:
-                    self._request_rewrite(tp, "a batch failed or expired after it was sent")
-            if not self._rewrite or self.producer_id == NO_PRODUCER_ID or self._init_in_flight:
-                return
-            for tp in list(self._rewrite):
-                e = self._entry(tp)
-                if e.generation >= self._generation or e.on_wire():
-                    continue
-                self._renumber(tp, e)
-                self._rewrite.discard(tp)
-
-    def _renumber(self, tp: TopicPartition, e: _PartitionEntry) -> None:
-        e.restart(self._generation, self.producer_id, self.epoch)
-        seq = 0
-        for b in e.in_flight:
-            b.reset_producer_state(self.producer_id, self.epoch, seq)
-            seq = increment_sequence(seq, b.record_count)
-        e.next_sequence = seq
-        self._unresolved.pop(tp, None)
-        log.info("%s-%d: %d batch(es) renumbered from sequence 0 under producer id %d",
-                 tp[0], tp[1], len(e.in_flight), self.producer_id)
-
-    def can_retry(self, code: int, batch: ProducerBatch, log_start_offset: int) -> bool:
-        """Java ``TransactionManager.canRetry`` for a batch with a sequence that got error ``code``."""
-        with self.lock:
-            tp = batch.tp
-            e = self._entry(tp)
-            if code == errors.UNKNOWN_PRODUCER_ID:
-                if not self.is_transactional:
-                    # the broker lost our producer state (restart, retention): new id, renumber, retry
-                    self._request_rewrite(tp, "the broker does not know our producer id")
-                    return True
-                if log_start_offset == -1:
-                    return True
-                if e.last_acked_offset < log_start_offset:
-                    # retention removed our state; the broker accepts sequence 0 again
-                    self._renumber_same_id(tp, e)
-                    return True
-                return False
-            if code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                unresolved = self._unresolved.get(tp)
-                is_next = batch.base_sequence == increment_sequence(e.last_acked_sequence, 1)
-                reset = self.is_transactional and batch.sequence_has_been_reset()
-                if unresolved is None and (reset or not is_next):
-                    # collateral damage of an earlier batch that failed (or, transactional, a request that
-                    # went out before a failed batch's gap was closed: it carried the old sequence)
-                    return True
-                if not self.is_transactional:
-                    if unresolved is None or unresolved == batch.base_sequence:
-                        self._request_rewrite(tp, "the broker saw a gap in our sequences")
-                    return True
-                return False
-            if code in _FENCED and not self.is_transactional:
-                self._request_rewrite(tp, f"the broker answered {errors.error_name(code)}")
-                return True
-            return errors.error_class_for_code(code).retriable
-
-    def _renumber_same_id(self, tp: TopicPartition, e: _PartitionEntry) -> None:
-        """Transactional producer after UNKNOWN_PRODUCER_ID past the log start: restart at 0, same id."""
-        seq = 0
-        for b in e.in_flight:
-            b.reset_producer_state(self.producer_id, self.epoch, seq)
-            seq = increment_sequence(seq, b.record_count)
-        e.next_sequence = seq
-        e.last_acked_sequence = -1
-
-    def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
-        with self.lock:
-            e = self._partitions.get(batch.tp)
-            if e is None or not self._remove_in_flight(batch):
-                return
-            if (batch.producer_id, batch.producer_epoch) != (e.producer_id, e.producer_epoch):
-                return
-            last = increment_sequence(batch.base_sequence, batch.record_count - 1)
-            if e.last_acked_sequence == -1 or _seq_after(last, e.last_acked_sequence):
-                e.last_acked_sequence = last
-            if base_offset >= 0:
-                last_offset = base_offset + batch.record_count - 1
-                if last_offset > e.last_acked_offset:
-                    e.last_acked_offset = last_offset
-
+    # ===================================================== batches that failed
     def handle_failed_batch(self, batch: ProducerBatch, exc: BaseException, adjust_sequences: bool) -> None:
-        """A batch failed for good (Java ``handleFailedBatch``)."""
+        """A batch failed for good (Java ``handleFailedBatch``): first its effect on the state, then on the
+        sequences (``_sequences_after_failed_batch``)."""
         with self.lock:
             code = getattr(exc, "code", None)
             if code in _FATAL_FOR_BATCHES or isinstance(exc, errors.UnsupportedVersionError) \
@@ -617,57 +299,17 @@ class TransactionManager:
                         or batch.has_sequence():
                     self._bump_required = True
                 self.transition_to_abortable(exc)
-            was_in_flight = self._remove_in_flight(batch)
-            if self.has_fatal_error() or not was_in_flight or not batch.has_sequence():
-                return
-            if self.is_transactional:
-                if code == errors.UNKNOWN_PRODUCER_ID:
-                    self._renumber_same_id(batch.tp, self._entry(batch.tp))
-                elif adjust_sequences:
-                    self._close_gap(batch)
-                return
-            if code in (errors.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.UNKNOWN_PRODUCER_ID) or adjust_sequences:
-                # the batch was not written: later sequences would leave a gap
-                self._request_rewrite(batch.tp, f"a batch failed ({type(exc).__name__})")
-
-    def _close_gap(self, failed: ProducerBatch) -> None:
-        """Transactional: ``failed`` was not written, so the partition's later batches move down by its record
-        count (Java ``adjustSequencesDueToFailedBatch``). Without it the broker answers every later batch
-        OUT_OF_ORDER_SEQUENCE_NUMBER, retried as collateral damage until delivery.timeout.ms, and EndTxn
-        (commit or abort) waits for them all that time."""
-        e = self._partitions.get(failed.tp)
-        if e is None or (failed.producer_id, failed.producer_epoch) != (e.producer_id, e.producer_epoch):
-            return
-        count = failed.record_count
-        for b in e.in_flight:
-            if (b.producer_id, b.producer_epoch) == (e.producer_id, e.producer_epoch) \
-                    and _seq_after(b.base_sequence, failed.base_sequence):
-                b.reset_producer_state(b.producer_id, b.producer_epoch,
-                                       (b.base_sequence - count) % _SEQUENCE_SPACE)
-        e.next_sequence = (e.next_sequence - count) % _SEQUENCE_SPACE
+            self._sequences_after_failed_batch(batch, code, exc, adjust_sequences)
 
     def handle_expired_batch(self, batch: ProducerBatch, exc: BaseException) -> None:
-        """A batch hit delivery.timeout.ms. If it was ever sent, its fate is unknown: new batches for the
-        partition wait until everything in flight there has completed (``maybe_resolve_sequences``).
-        A batch still on the wire stays tracked until its answer (or time-out) arrives."""
+        """A batch hit delivery.timeout.ms: a transaction becomes abortable (with a new epoch after the
+        abort if the batch had a sequence); then ``_sequences_after_expired_batch``."""
         with self.lock:
             if self.is_transactional:
                 if batch.has_sequence():
                     self._bump_required = True
                 self.transition_to_abortable(exc)
-            if not batch.has_sequence():
-                return
-            self._mark_unresolved(batch)
-            if not batch.in_request:
-                self._remove_in_flight(batch)
-
-    def handle_late_response(self, batch: ProducerBatch, code: int, base_offset: int) -> None:
-        """The answer for a batch that was already failed (expired on the wire, or aborted)."""
-        with self.lock:
-            if code in (0, errors.DUPLICATE_SEQUENCE_NUMBER):
-                self.handle_completed_batch(batch, base_offset if code == 0 else -1)
-            else:
-                self._remove_in_flight(batch)
+            self._sequences_after_expired_batch(batch)
 
     # ============================================================ transactions
     def _require_transactional(self, op: str) -> None:
@@ -714,9 +356,7 @@ class TransactionManager:
                 return
             code = int(resp.get("error_code", 0))
             if code == 0:
-                self._new_producer_id(int(resp["producer_id"]), int(resp["producer_epoch"]))
-                self._partitions.clear()
-                self._unresolved.clear()
+                self.restart_sequences(int(resp["producer_id"]), int(resp["producer_epoch"]))
                 self._bump_required = False
                 if self.state is TxnState.ABORTING_TRANSACTION:
                     self._transition(TxnState.INITIALIZING)
@@ -1024,10 +664,6 @@ class TransactionManager:
                     self._refresh_ids(req)
                 return req
             return None
-
-    def _any_on_wire(self) -> bool:
-        """A batch with a sequence is part of a Produce request still waiting for its answer."""
-        return any(e.on_wire() for e in self._partitions.values())
 
     def _refresh_ids(self, req: TxnRequest) -> None:
         """EndTxn carries the producer id/epoch current when it is sent (the epoch may have moved)."""

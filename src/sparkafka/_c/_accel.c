@@ -20,7 +20,7 @@
  *       data; int64 offsets when ``wide``, the default, else int32), as native int32s.
  *   encode_tails_kv(koffsets, kdata, kvalid, kfirst, kwide, voffsets, vdata, vvalid, vfirst, vwide, n)
  *       -> (offsets, data)
- *       the record tails (arrow_records.encode_tails) of n rows of a key and a value column without
+ *       the record tails (producer/arrow/tails.py encode_tails) of n rows of a key and a value column without
  *       headers, as the int64 offsets and the data of a large_binary array (two bytearrays). The
  *       loops run without the GIL (the Sender thread keeps working meanwhile) when every input
  *       buffer is read-only (Arrow IPC data as Spark hands it over); writable ones keep the GIL.
@@ -710,7 +710,7 @@ static PyMethodDef accel_methods[] = {
     {"run_success_callbacks", (PyCFunction)(void (*)(void))accel_run_success_callbacks, METH_FASTCALL,
      "Run a successful batch's callbacks with their RecordMetadata (ProducerBatch._run_success_callbacks)."},
     {"encode_tails_kv", (PyCFunction)(void (*)(void))accel_encode_tails_kv, METH_FASTCALL,
-     "Record tails of a key and a value column without headers (arrow_records.encode_tails)."},
+     "Record tails of a key and a value column without headers (producer/arrow/tails.py encode_tails)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,8 +22,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
+from sparkafka.cli.avro_fallback import encode_avro, schema_json
 from sparkafka.errors import ConfigError, InvalidRecordInputError
-from sparkafka.spark.avro_fallback import encode_avro, schema_json
 
 __all__ = [
     "VALUE_FORMATS",
