@@ -98,8 +98,13 @@ def kafka_certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 def make_kafka_cluster(certs: Certificates, *, nodes: int = 1, name: str = "kafka",
                        features: dict[str, int] | None = None, config: dict[str, str] | None = None) -> KafkaCluster:
     """An Apache Kafka cluster with the tests' TLS files and users (not started)."""
+    settings = {
+        # the coordinator looks for transactions past transaction.timeout.ms every second (default 10 s)
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+        **(config or {}),
+    }
     return KafkaCluster(
-        nodes=nodes, name=name, features=features or {}, config=config or {},
+        nodes=nodes, name=name, features=features or {}, config=settings,
         tls=TlsFiles(ca=certs.ca, server_cert=certs.server_cert, server_key=certs.server_key),
         scram_users=KAFKA_USERS, plain_users=KAFKA_USERS)
 

@@ -131,12 +131,53 @@ def test_init_transactions_called_again_after_its_timeout_returns_once_it_comple
         tm.initialize_transactions()
 
 
-def test_end_txn_is_negotiated_at_most_at_v4() -> None:
-    """EndTxn v5 announces transactions v2 (KIP-890: the coordinator bumps the epoch at every EndTxn), which
-    this client does not speak; against a Kafka 4 broker that offers v5 it must pick v4, as Java does on a
-    cluster without transaction.version 2."""
+def test_transactions_v1_use_add_partitions_and_end_txn_up_to_v4() -> None:
+    """A cluster whose finalized transaction.version is 1 (or that has no such feature): the classic flow,
+    as Java's LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 (EndTxn v5 would ask the coordinator for KIP-890)."""
     table = ApiVersionsTable({Api.END_TXN: (0, 5), Api.PRODUCE: (3, 13)})
-    assert table.pick_version(Api.END_TXN) == 4
+    for features in ({}, {"transaction.version": 1}):
+        tm = _ready()
+        tm.finalized_features = lambda features=features: features  # type: ignore[misc]
+        tm.begin_transaction()
+        assert (tm.transaction_v2, tm.transaction_version) == (False, 1)
+        _add(tm, ("t", 0))  # AddPartitionsToTxn is sent
+        tm.begin_commit()
+        end = tm.next_request(False)
+        assert end is not None and end.name == "EndTxn" and end.max_version == 4
+        assert table.pick_version(Api.END_TXN, 0, end.max_version) == 4
+
+
+def test_transactions_v2_add_partitions_by_produce_and_take_the_epoch_from_end_txn() -> None:
+    """transaction.version 2 (KIP-890): no AddPartitionsToTxn, EndTxn v5, and the epoch the coordinator
+    bumped to (carried by the EndTxn answer) restarts every partition's sequences."""
+    tm = _ready()
+    tm.finalized_features = lambda: {"transaction.version": 2}
+    tm.begin_transaction()
+    assert (tm.transaction_v2, tm.transaction_version) == (True, 2)
+    tm.maybe_add_partition(("t", 0))
+    assert tm.is_partition_added(("t", 0)) and tm.is_send_to_partition_allowed(("t", 0))
+    batch = ProducerBatch(("t", 0), RecordBatchBuilder(bytearray(1024), 1024), 1000.0, bytearray(0), False)
+    assert batch.try_append(1, b"k", b"v", None, None, 1000.0) is not None
+    batch.close()
+    assert tm.take_for_drain(("t", 0), batch)
+    assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 2, 0)
+    tm.handle_completed_batch(batch, 0)
+    commit = tm.begin_commit()
+    end = tm.next_request(False)
+    assert end is not None and end.name == "EndTxn" and end.max_version is None  # v5, the broker's highest
+    assert (end.body["producer_id"], end.body["producer_epoch"], end.body["committed"]) == (7, 2, True)
+    end.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 3}, None)
+    assert commit.is_done() and commit.error is None
+    assert tm.state is TxnState.READY and (tm.producer_id, tm.epoch) == (7, 3)
+    assert tm.next_sequence(("t", 0)) == 0
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    abort = tm.begin_abort()
+    end = tm.next_request(False)
+    assert end is not None and end.body["producer_epoch"] == 3 and end.body["committed"] is False
+    end.handler({"error_code": 0, "producer_id": 8, "producer_epoch": 0}, None)  # epoch ran out: a new id
+    assert abort.is_done() and abort.error is None and (tm.producer_id, tm.epoch) == (8, 0)
+    assert tm.next_request(False) is None  # no InitProducerId: the abort itself gave a fresh epoch
 
 
 # 49: INVALID_PRODUCER_ID_MAPPING, 120: TRANSACTION_ABORTABLE

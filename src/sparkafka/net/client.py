@@ -372,6 +372,17 @@ class NetworkClient:
             raise errors.IllegalStateError(f"no API versions for node {node_id}: it is not connected")
         return conn.api_version(api_key, max_version)
 
+    def finalized_features(self) -> dict[str, int]:
+        """The cluster's finalized features (name -> max version level) from the ApiVersions answer with the
+        highest features epoch among the current connections (Java ``ApiVersions.getFinalizedFeaturesInfo``);
+        empty before any handshake or from brokers older than ApiVersions v3."""
+        best: ApiVersionsTable | None = None
+        for conn in list(self._conns.values()):
+            table = conn.versions
+            if table is not None and (best is None or table.finalized_features_epoch > best.finalized_features_epoch):
+                best = table
+        return dict(best.finalized_features) if best is not None else {}
+
     def api_versions_table(self, node_id: int) -> ApiVersionsTable | None:
         """The broker's ApiVersions answer on the node's current connection (None before the handshake)."""
         conn = self._conns.get(node_id)

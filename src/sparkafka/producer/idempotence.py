@@ -104,6 +104,9 @@ class IdempotenceManager:
         self._rewrite: set[TopicPartition] = set()
         self._init_in_flight = False
         self._split_slot: tuple[TopicPartition, int] | None = None
+        self._acked_producer_id: dict[TopicPartition, int] = {}
+        """The producer id of the last batch acknowledged on each partition (kept across new epochs): the
+        broker then holds state for that producer id there (see ``_sequence_blocks_drain``)."""
 
     # ================================================================== basics
     @property
@@ -164,13 +167,16 @@ class IdempotenceManager:
         if first.base_sequence == NO_SEQUENCE:
             if e.in_flight and e.generation != self._generation:
                 return True  # batches of an older producer id still in flight here
-            if e.in_flight and e.last_acked_sequence == -1:
+            if e.in_flight and e.last_acked_sequence == -1 and self._acked_producer_id.get(tp) != e.producer_id:
                 # The partition's first batch under this producer id is not acknowledged yet: a broker
                 # with no state for the producer on that partition appends a first batch with ANY
                 # sequence (ProducerAppendInfo.checkSequence), so a second batch must not overtake it: if
                 # the first failed retriably (NOT_LEADER_OR_FOLLOWER on a topic just created), the
                 # second would be appended and the first could never be (OUT_OF_ORDER_SEQUENCE_NUMBER
-                # until delivery.timeout.ms). One batch in flight until the first acknowledgement.
+                # until delivery.timeout.ms). One batch in flight until the first acknowledgement. Under a
+                # new epoch of an id the partition has acknowledged before (a KIP-360 bump, every
+                # transaction of Transactions V2) the broker refuses a first batch that does not start at
+                # sequence 0, so nothing is held back there.
                 return True
             return tp in self._unresolved
         # a retry goes only when it is the lowest sequence still in flight
@@ -403,6 +409,7 @@ class IdempotenceManager:
                 return
             if (batch.producer_id, batch.producer_epoch) != (e.producer_id, e.producer_epoch):
                 return
+            self._acked_producer_id[batch.tp] = e.producer_id
             last = increment_sequence(batch.base_sequence, batch.record_count - 1)
             if e.last_acked_sequence == -1 or _seq_after(last, e.last_acked_sequence):
                 e.last_acked_sequence = last

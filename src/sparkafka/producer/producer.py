@@ -38,7 +38,7 @@ from .murmur2 import partition_for_key_fast
 from .partitioner import Partitioner, resolve_partitioner
 from .send_lane import install_send_lane
 from .sender import Sender
-from .transactions import TransactionManager
+from .transactions import TransactionInfo, TransactionManager
 
 if TYPE_CHECKING:
     import pyarrow
@@ -141,6 +141,7 @@ class KafkaProducer:
         if cfg.enable_idempotence:
             self._tm = TransactionManager(cfg.transactional_id, cfg.transaction_timeout_ms,
                                           cfg.retry_backoff_ms)
+            self._tm.finalized_features = self._client.finalized_features
         self._accumulator = RecordAccumulator(
             batch_size=max(1, int(cfg.batch_size)),
             buffer_memory=self._buffer_memory,
@@ -454,6 +455,13 @@ class KafkaProducer:
 
     def begin_transaction(self) -> None:
         self._txn().begin_transaction()
+
+    def transaction_info(self) -> TransactionInfo:
+        """The transactional id, the producer id and epoch in use now, and the transaction protocol of the
+        current (or last) transaction: 2 (KIP-890, the broker's ``transaction.version`` >= 2) or 1."""
+        tm = self._txn()
+        with tm.lock:
+            return TransactionInfo(str(tm.transactional_id), tm.producer_id, tm.epoch, tm.transaction_version)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, then commit. Raises if any record of the transaction failed (then abort)."""

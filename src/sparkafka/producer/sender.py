@@ -89,7 +89,7 @@ class Sender:
         self.retry_backoff_ms = retry_backoff_ms
         self.guarantee_message_order = guarantee_message_order
         self.transactional_id = transactional_id
-        # v13 addresses topics by id (unknown here); a transactional producer speaks transactions v1 (messages.py)
+        # v13 addresses topics by id (unknown here); a transaction under protocol v1 stops at v11 (messages.py)
         self._produce_max_version = (PRODUCE_MAX_VERSION_WITH_NAMES if transactional_id is None
                                      else PRODUCE_MAX_VERSION_TRANSACTIONS_V1)
         self.running = True
@@ -306,7 +306,10 @@ class Sender:
                     return
                 break
         try:
-            version = self.client.api_version(node, _PRODUCE, self._produce_max_version)
+            tm = self.tm
+            max_version = (PRODUCE_MAX_VERSION_WITH_NAMES if tm is not None and tm.transaction_v2
+                           else self._produce_max_version)
+            version = self.client.api_version(node, _PRODUCE, max_version)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
             for b in batches:
                 self._remove_in_flight(b)
@@ -590,7 +593,8 @@ class Sender:
                 req.handler(resp.body, resp.error)
 
         log.debug("sending %s to node %s", req.name, node)
-        self.client.send(node, req.api_key, req.body, expect_response=True, callback=on_response)
+        version = None if req.max_version is None else self.client.api_version(node, req.api_key, req.max_version)
+        self.client.send(node, req.api_key, req.body, version=version, expect_response=True, callback=on_response)
         self.client.poll(self.retry_backoff_ms, now)
         return True
 

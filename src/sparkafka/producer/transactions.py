@@ -8,11 +8,21 @@ fenced). An idempotent producer without a transactional.id uses the same object:
 UNINITIALIZED to FATAL_ERROR. User calls enqueue transactional requests (InitProducerId,
 AddPartitionsToTxn, EndTxn; FindCoordinator when the coordinator is unknown); the Sender sends them one
 at a time, lowest priority value first, before any produce data, and hands the responses to the
-request's handler here. EndTxn waits until every batch is complete. Each user call waits on a
+request's handler here. EndTxn waits until every batch is complete.
+
+Transactions V2 (KIP-890). ``begin_transaction`` reads the cluster's finalized ``transaction.version``
+(``finalized_features``, the network client's newest ApiVersions answer), as Java's
+``maybeUpdateTransactionV2Enabled``; ``transaction_version`` records what the transaction uses. With 2
+(the Kafka 4.x default) a partition joins the transaction by its first Produce (v12+, no
+AddPartitionsToTxn), EndTxn is v5 and its answer carries the producer id and the epoch the coordinator
+bumped to (a new id when the epoch ran out): every partition's sequences restart at 0 under it, and an
+abort needs no InitProducerId of its own to get a fresh epoch (Java ``needToTriggerEpochBumpFromClient`` is
+false under V2). With 1 (or a broker without the feature) the classic flow: AddPartitionsToTxn, Produce up
+to v11, EndTxn up to v4, and an InitProducerId after an abort that broke the sequences. Each user call waits on a
 ``TransactionalRequestResult``; a call repeated after its wait timed out gets the same result back (as
 Java). A transaction whose batch failed, or whose EndTxn got UNKNOWN_PRODUCER_ID /
 INVALID_PRODUCER_ID_MAPPING, is re-initialized after its abort (a new epoch, sequences from 0:
-``restart_sequences``). Transactions follow protocol v1 (EndTxn up to v4, ``protocol.messages``).
+``restart_sequences``).
 
 Where things go: a new transactional request is a ``TxnRequest`` built by a ``_..._request`` method here
 with its response handler (the priority as Java's ``TxnRequestHandler.Priority``), queued by ``_enqueue``
@@ -28,18 +38,20 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
+from ..protocol.messages import END_TXN_MAX_VERSION_TRANSACTIONS_V1, TRANSACTION_VERSION_FEATURE
 from .idempotence import NO_EPOCH, NO_PRODUCER_ID, IdempotenceManager
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
 
-__all__ = ["TransactionManager", "TransactionalRequestResult", "TxnRequest", "TxnState", "fenced_error"]
+__all__ = ["TransactionInfo", "TransactionManager", "TransactionalRequestResult", "TxnRequest", "TxnState",
+           "fenced_error"]
 
 log = logging.getLogger("sparkafka.producer")
 
@@ -142,6 +154,17 @@ class TransactionalRequestResult:
             raise self.error.with_traceback(None)
 
 
+@dataclass(frozen=True)
+class TransactionInfo:
+    """What identifies a transactional producer's transactions on the broker (``transaction_info()``)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    transaction_version: int
+    """2: Transactions V2 (KIP-890); 1: the classic protocol."""
+
+
 @dataclass
 class TxnRequest:
     """One transactional request for the Sender: sent to the coordinator (``needs_coordinator``) or to
@@ -156,6 +179,8 @@ class TxnRequest:
     is_find_coordinator: bool = False
     retry_at_ms: float = 0.0
     attempts: int = 0
+    max_version: int | None = None
+    """The highest version to send (EndTxn under transactions v1); None: the highest both sides have."""
 
     @property
     def name(self) -> str:
@@ -185,6 +210,11 @@ class TransactionManager(IdempotenceManager):
         self._txn_partitions: set[TopicPartition] = set()
         self._pending_result: TransactionalRequestResult | None = None
         self._bump_required = False  # transactional: re-initialize after the abort
+        self.finalized_features: Callable[[], Mapping[str, int]] = dict
+        """The cluster's finalized features (set by the producer to its network client's)."""
+        self.transaction_version = 1
+        """The transaction protocol of the current (or last) transaction: 2 = KIP-890, 1 = classic."""
+        self.transaction_v2 = False
 
     # ================================================================== state
     def has_producer_id(self) -> bool:
@@ -389,6 +419,9 @@ class TransactionManager(IdempotenceManager):
                 raise errors.IllegalStateError(
                     f"begin_transaction() called in state {self.state.value}; it needs state READY "
                     "(after init_transactions(), and after the previous transaction ended)")
+            level = self.finalized_features().get(TRANSACTION_VERSION_FEATURE, 0)
+            self.transaction_v2 = level >= 2
+            self.transaction_version = 2 if self.transaction_v2 else 1
             self._transition(TxnState.IN_TRANSACTION)
             self._pending_result = None  # a timed-out call that completed meanwhile is not returned again
 
@@ -408,12 +441,16 @@ class TransactionManager(IdempotenceManager):
                 f"cannot send outside a transaction (state {st.value}); call begin_transaction() first")
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
-        """A record went to ``tp`` in this transaction: add it with AddPartitionsToTxn (once)."""
+        """A record went to ``tp`` in this transaction: add it with AddPartitionsToTxn (once); under
+        transactions v2 its first Produce adds it on the broker, so it is part of the transaction at once."""
         if tp in self._txn_partitions or tp in self._new_partitions or tp in self._pending_partitions:
             return
         with self.lock:
             if self.state is TxnState.IN_TRANSACTION:
-                self._new_partitions.add(tp)
+                if self.transaction_v2:
+                    self._txn_partitions.add(tp)
+                else:
+                    self._new_partitions.add(tp)
 
     def is_partition_added(self, tp: TopicPartition) -> bool:
         return tp in self._txn_partitions
@@ -502,6 +539,11 @@ class TransactionManager(IdempotenceManager):
                 return
             code = int(resp.get("error_code", 0))
             if code == 0:
+                new_pid = int(resp.get("producer_id", NO_PRODUCER_ID))
+                if self.transaction_v2 and new_pid != NO_PRODUCER_ID:
+                    # KIP-890: the coordinator bumped the epoch (or gave a new id): sequences restart at 0
+                    self.restart_sequences(new_pid, int(resp["producer_epoch"]))
+                    self._bump_required = False
                 self._complete_transaction(result)
             elif code in _FIND_AGAIN:
                 self._lookup_coordinator_and_retry(req)
@@ -509,7 +551,9 @@ class TransactionManager(IdempotenceManager):
                     or errors.error_class_for_code(code).retriable:
                 self._retry(req)
             elif code in _FENCED:
-                self.transition_to_fatal(fenced_error("EndTxn"))
+                self.transition_to_fatal(fenced_error(
+                    f"EndTxn; or the coordinator aborted the transaction because it outlived "
+                    f"transaction.timeout.ms ({self.transaction_timeout_ms} ms)"))
             elif code in (errors.UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING, _TRANSACTION_ABORTABLE):
                 # abortable, as Java's EndTxnHandler (the first two with a new epoch after the abort)
                 failure = errors.error_for_code(code, "EndTxn")
@@ -523,9 +567,15 @@ class TransactionManager(IdempotenceManager):
                     self.transition_to_abortable(failure)
                     result.done(failure)
             else:
-                self.transition_to_fatal(errors.error_for_code(code, "EndTxn"))
+                hint = ""
+                if code == 48:  # INVALID_TXN_STATE: under KIP-890, also what a timed-out transaction gets
+                    hint = (f"; the coordinator aborts a transaction that outlives transaction.timeout.ms "
+                            f"({self.transaction_timeout_ms} ms, capped by the broker's "
+                            "transaction.max.timeout.ms): raise it or commit sooner")
+                self.transition_to_fatal(errors.error_for_code(code, "EndTxn" + hint))
 
-        req = TxnRequest(API_END_TXN, body, _PRI_END_TXN, True, on_response, result)
+        req = TxnRequest(API_END_TXN, body, _PRI_END_TXN, True, on_response, result,
+                         max_version=None if self.transaction_v2 else END_TXN_MAX_VERSION_TRANSACTIONS_V1)
         return req
 
     def _add_partitions_request(self) -> TxnRequest:

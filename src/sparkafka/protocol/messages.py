@@ -449,10 +449,11 @@ API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
 # - AddPartitionsToTxn 4+ is broker-to-broker; clients use 0-3.
 # - InitProducerId 6 (two-phase commit, KIP-939) is still marked unstable in Kafka.
 # - FindCoordinator 4+ batches keys (coordinator_keys / coordinators[]); 0-3 use key / node_id.
-# - Transactions follow protocol v1: Produce 12+ and EndTxn 5+ announce transactions v2 (KIP-890: the broker
-#   adds partitions itself and bumps the epoch at every EndTxn), which this client does not speak. As Java on
-#   a cluster without transaction.version 2 (LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2), a transactional
-#   producer caps Produce at PRODUCE_MAX_VERSION_TRANSACTIONS_V1 and EndTxn stops at 4.
+# - Transactions: Produce 12+ and EndTxn 5+ are transactions v2 (KIP-890: the broker adds a partition to the
+#   transaction at its first Produce and bumps the epoch at every EndTxn, whose v5 answer carries the new
+#   producer id and epoch). As Java, a transactional producer uses them only while the cluster's finalized
+#   feature transaction.version is 2 or more; otherwise (LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2) it caps
+#   Produce at PRODUCE_MAX_VERSION_TRANSACTIONS_V1 and EndTxn at END_TXN_MAX_VERSION_TRANSACTIONS_V1.
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 13),
     ApiKey.LIST_OFFSETS: (1, 11),
@@ -463,11 +464,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
 }
 PRODUCE_MAX_VERSION_WITH_NAMES = 12
 PRODUCE_MAX_VERSION_TRANSACTIONS_V1 = 11
+END_TXN_MAX_VERSION_TRANSACTIONS_V1 = 4
+TRANSACTION_VERSION_FEATURE = "transaction.version"
 
 
 def api_name(api_key: int) -> str:
