@@ -111,21 +111,48 @@ def test_a_retry_goes_alone_and_before_later_batches() -> None:
     assert len(_init_requests(rig)) == 1  # no new producer id was needed
 
 
-def test_a_real_sequence_gap_restarts_the_partition_under_a_new_producer_id() -> None:
+def test_a_real_sequence_gap_restarts_the_partition_under_a_new_epoch() -> None:
+    """KIP-360: the idempotent producer asks for the next epoch of its id (InitProducerId with the current
+    id and epoch), as Java's bumpIdempotentEpochAndResetIdIfNeeded, and renumbers the partition from 0."""
     rig = _rig()
     future = rig.send(b"a")
     rig.client.respond_produce(rig.step_one(), codes={P0: errors.OUT_OF_ORDER_SEQUENCE_NUMBER})
     rig.step()
     rig.step()
-    assert len(_init_requests(rig)) == 2  # a brand-new producer id, not an epoch bump of the old one
-    assert _init_requests(rig)[1].body["producer_id"] == -1
-    assert rig.step(10) == []  # nothing for the partition until the new id is there
-    _answer_init(rig, 2000)
+    assert len(_init_requests(rig)) == 2
+    bump = _init_requests(rig)[1].body
+    assert (bump["producer_id"], bump["producer_epoch"]) == (1000, 0)
+    assert rig.step(10) == []  # nothing for the partition until the new epoch is there
+    _answer_init(rig, 1000, epoch=1)
     resent = rig.step_one(10)
-    assert _ids(resent) == (2000, 0, 1)
+    assert _ids(resent) == (1000, 0, 1) and resent.batches()[P0].producer_epoch == 1
     rig.client.respond_produce(resent, offsets={P0: 4})
     rig.step()
     assert future.result(0).offset == 4
+
+
+def test_a_broker_that_refuses_the_epoch_bump_gives_a_new_producer_id() -> None:
+    """Tansu answers a bump with an error: the producer then asks for a brand-new id (and keeps doing so)."""
+    rig = _rig()
+    future = rig.send(b"a")
+    rig.client.respond_produce(rig.step_one(), codes={P0: errors.OUT_OF_ORDER_SEQUENCE_NUMBER})
+    rig.step()
+    rig.step()
+    bump = next(r for r in _init_requests(rig) if not r.answered)
+    rig.client.respond(bump, {"throttle_time_ms": 0, "error_code": errors.INVALID_PRODUCER_EPOCH,
+                              "producer_id": -1, "producer_epoch": -1})
+    for _ in range(5):
+        rig.step(200)
+        if any(not r.answered for r in _init_requests(rig)):
+            break
+    fresh = [r for r in _init_requests(rig) if not r.answered]
+    assert len(fresh) == 1 and (fresh[0].body["producer_id"], fresh[0].body["producer_epoch"]) == (-1, -1)
+    _answer_init(rig, 2000)
+    resent = rig.step_one(10)
+    assert _ids(resent) == (2000, 0, 1)
+    rig.client.respond_produce(resent, offsets={P0: 0})
+    rig.step()
+    assert future.result(0).offset == 0
 
 
 def test_unknown_producer_id_renumbers_even_when_the_same_id_comes_back() -> None:

@@ -12,14 +12,17 @@ partition may be resent (``should_stop_drain``), so a retry never overtakes.
 When a partition's sequence space is broken (OUT_OF_ORDER_SEQUENCE_NUMBER with a real gap,
 UNKNOWN_PRODUCER_ID, a batch that failed with a non-retriable error, a batch that expired after being
 sent and whose fate stays unknown once nothing else is in flight) the partition is marked for a
-*rewrite*. The Sender then asks for a brand-new producer id (never a KIP-360 bump of the old one: Tansu
-rejects those) and, once that id is known and none of the partition's batches is on the wire, the
-partition's remaining batches are renumbered from 0 under the new id. Other partitions keep their old
-id for the batches they have in flight (so a retry of a batch that may already be written is still
-deduplicated by the broker) and switch to the new generation when they have nothing in flight. A
-transactional producer never rewrites: its rules differ where Java's do (``can_retry``: restart at 0
-under the same id after UNKNOWN_PRODUCER_ID past the log start; ``_close_gap``: later batches move down
-over a failed one), and a broken sequence makes its transaction abortable instead.
+*rewrite*. The Sender then asks for a new epoch of the producer id (KIP-360: InitProducerId v3+ with the
+current id and epoch, as Java's ``bumpIdempotentEpochAndResetIdIfNeeded``; the broker answers the same
+id with the next epoch, or a new id when the epoch runs out); a broker that refuses the bump (Tansu
+answers it with an error) gets asked for a brand-new id from then on. Once the new id/epoch is known and
+none of the partition's batches is on the wire, the partition's remaining batches are renumbered from 0
+under it. Other partitions keep their old id for the batches they have in flight (so a retry of a batch
+that may already be written is still deduplicated by the broker) and switch to the new generation when
+they have nothing in flight. A transactional producer never rewrites: its rules differ where Java's do
+(``can_retry``: restart at 0 under the same id after UNKNOWN_PRODUCER_ID past the log start;
+``_close_gap``: later batches move down over a failed one), and a broken sequence makes its transaction
+abortable instead.
 
 The seams. ``IdempotenceManager`` is the base of ``transactions.TransactionManager``, which owns the
 producer's state machine (an idempotent producer uses it too: its fatal state). This module never reads
@@ -103,6 +106,8 @@ class IdempotenceManager:
         self._unresolved: dict[TopicPartition, int] = {}  # tp -> the sequence after the failed batch
         self._rewrite: set[TopicPartition] = set()
         self._init_in_flight = False
+        self._init_is_bump = False
+        self._bump_refused = False
         self._split_slot: tuple[TopicPartition, int] | None = None
         self._acked_producer_id: dict[TopicPartition, int] = {}
         """The producer id of the last batch acknowledged on each partition (kept across new epochs): the
@@ -266,8 +271,10 @@ class IdempotenceManager:
         """The body of InitProducerId for the idempotent producer (marks it in flight)."""
         with self.lock:
             self._init_in_flight = True
+            self._init_is_bump = self.producer_id != NO_PRODUCER_ID and not self._bump_refused
+            pid, epoch = (self.producer_id, self.epoch) if self._init_is_bump else (NO_PRODUCER_ID, NO_EPOCH)
             return {"transactional_id": None, "transaction_timeout_ms": 2147483647,
-                    "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_EPOCH}
+                    "producer_id": pid, "producer_epoch": epoch}
 
     def handle_idempotent_init_response(self, body: dict[str, Any] | None, error: BaseException | None) -> bool:
         """Apply the InitProducerId answer; returns True if it succeeded (else the Sender retries later)."""
@@ -281,6 +288,13 @@ class IdempotenceManager:
                 return False
             assert body is not None
             code = int(body.get("error_code", 0))
+            if code != 0 and self._init_is_bump:
+                # the broker would not bump this id's epoch: ask for a new id from now on (Java resets the
+                # producer id when the bump is not possible)
+                log.info("InitProducerId refused the epoch bump of producer id %d (%s); asking for a new id",
+                         self.producer_id, errors.error_name(code))
+                self._bump_refused = True
+                return False
             if code != 0:
                 exc = errors.error_for_code(code, "InitProducerId for the idempotent producer")
                 if not exc.retriable:
