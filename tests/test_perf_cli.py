@@ -22,6 +22,7 @@ from sparkafka.cli.perf import (
     run_perf,
 )
 from sparkafka.errors import ConfigError
+from support.consume import consume_all, create_topic
 
 
 class FakeProducer:
@@ -152,3 +153,17 @@ def test_perf_against_the_embedded_broker(capsys: pytest.CaptureFixture[str]) ->
     final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert final["type"] == "final" and final["acked"] == 3000 and final["errors"] == 0
     assert final["latency_samples"] == 375 and final["percentiles_ms"]["p99"] > 0
+
+
+def test_perf_against_apache_kafka(kafka: Any, unique_topic: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``sparkafka perf --bootstrap-servers`` unchanged against Apache Kafka; every record is in the log."""
+    topic = unique_topic("perf")
+    create_topic(kafka.bootstrap, topic, 3)
+    code = main(["perf", "--topic", topic, "--num-records", "20000", "--record-size", "100", "--key-size", "8",
+                 "--throughput", "-1", "--bootstrap-servers", kafka.bootstrap, "--producer-props",
+                 "linger.ms=5", "acks=all", "--json", "--reporting-interval", "0"])
+    assert code == 0
+    final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert final["type"] == "final" and final["acked"] == 20000 and final["errors"] == 0
+    records = consume_all(kafka.bootstrap, topic, expected_count=20000, timeout=30)
+    assert len(records) == 20000 and all(len(r.value or b"") == 100 and len(r.key or b"") == 8 for r in records)
