@@ -12,6 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
+from sparkafka import KafkaProducer
 from sparkafka.net.admin import AdminClient
 from sparkafka.net.client import ClientResponse, NetworkClient
 from sparkafka.protocol.messages import PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
@@ -74,3 +77,43 @@ def test_a_corrupted_batch_is_refused_and_an_intact_one_appended(kafka: KafkaClu
         assert accepted["error_code"] == 0 and accepted["base_offset"] == 0, accepted
     records = consume_all(kafka.bootstrap, topic, expected_count=1, timeout=20)
     assert [(r.key, r.value) for r in records] == [(b"key", b"value")]
+
+
+@pytest.mark.parametrize(("transactional", "node_fixture", "produce", "end_txn"), [
+    (False, "kafka", 13, None),     # topics named by id (KIP-516)
+    (True, "kafka", 13, 5),         # Transactions V2: Produce 12+, EndTxn 5
+    (True, "kafka_tv1", 11, 4),     # the classic protocol: Produce <= 11, EndTxn <= 4
+])
+def test_the_producer_speaks_the_versions_its_broker_and_transaction_protocol_allow(
+        request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, unique_topic: Any,
+        transactional: bool, node_fixture: str, produce: int, end_txn: int | None) -> None:
+    node: KafkaCluster = request.getfixturevalue(node_fixture)
+    sent: list[tuple[int, int | None]] = []
+    real_send = NetworkClient.send
+
+    def spy(self: NetworkClient, node_id: int, api_key: int, body: Any, **kwargs: Any) -> None:
+        version = kwargs.get("version")
+        sent.append((api_key, self.api_version(node_id, api_key) if version is None else version))
+        real_send(self, node_id, api_key, body, **kwargs)
+
+    monkeypatch.setattr(NetworkClient, "send", spy)
+    topic = unique_topic("versions")
+    create_topic(node.bootstrap, topic, 2)
+    config: dict[str, Any] = {"bootstrap.servers": node.bootstrap, "linger.ms": 5}
+    if transactional:
+        config["transactional.id"] = f"{topic}-tx"
+    with KafkaProducer(config) as producer:
+        if transactional:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+        for i in range(100):
+            producer.send(topic, b"v%d" % i, key=b"k%d" % i)
+        if transactional:
+            producer.commit_transaction(30)
+        producer.flush(30)
+    assert {v for k, v in sent if k == ApiKey.PRODUCE} == {produce}
+    if end_txn is not None:
+        assert {v for k, v in sent if k == ApiKey.END_TXN} == {end_txn}
+        assert (ApiKey.ADD_PARTITIONS_TO_TXN in {k for k, _ in sent}) == (end_txn == 4)
+    isolation = "read_committed" if transactional else "read_uncommitted"
+    assert len(consume_all(node.bootstrap, topic, expected_count=100, timeout=20, isolation_level=isolation)) == 100

@@ -12,10 +12,12 @@ class FakeCluster:
     """A fixed metadata snapshot: ``leaders`` maps every known partition to its leader (None = unknown)."""
 
     def __init__(
-        self, leaders: dict[TopicPartition, int | None], epochs: dict[TopicPartition, int] | None = None
+        self, leaders: dict[TopicPartition, int | None], epochs: dict[TopicPartition, int] | None = None,
+        topic_ids: dict[str, bytes] | None = None,
     ) -> None:
         self.leaders = dict(leaders)
         self.epochs = dict(epochs or {})
+        self.topic_ids = dict(topic_ids or {})
 
     @classmethod
     def single_node(cls, topic: str = "t", partitions: int = 3, node: int = 1) -> FakeCluster:
@@ -23,6 +25,9 @@ class FakeCluster:
 
     def leader_for(self, tp: TopicPartition) -> int | None:
         return self.leaders.get(tp)
+
+    def topic_id(self, topic: str) -> bytes | None:
+        return self.topic_ids.get(topic)
 
     def leader_epoch(self, tp: TopicPartition) -> int:
         return self.epochs.get(tp, -1)

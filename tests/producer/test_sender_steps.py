@@ -48,6 +48,8 @@ class FakeRequest:
         self.callback = callback
         self.sent_at = sent_at
         self.answered = False
+        self.topic_names: dict[bytes, str] = {}
+        """For Produce v13 (topics named by id): the names of the ids (set by the rig)."""
 
     def produce(self) -> dict[str, Any]:
         assert self.api_key == ApiKey.PRODUCE and self.version is not None
@@ -60,7 +62,8 @@ class FakeRequest:
             for part in topic["partition_data"]:
                 decoded = decode_batches(part["records"])
                 assert len(decoded) == 1
-                out[(topic["name"], part["index"])] = decoded[0]
+                name = topic.get("name") or self.topic_names[bytes(topic["topic_id"])]
+                out[(name, part["index"])] = decoded[0]
         return out
 
     def values(self, tp: TopicPartition) -> list[bytes | None]:
@@ -156,7 +159,9 @@ class FakeClient:
                 "index": tp[1], "error_code": code, "base_offset": -1 if code else offsets.get(tp, 0),
                 "log_append_time_ms": -1, "log_start_offset": 0, "record_errors": [], "error_message": None,
             })
-        body = {"responses": [{"name": name, "partition_responses": parts} for name, parts in topics.items()],
+        ids = {name: topic_id for topic_id, name in req.topic_names.items()}
+        body = {"responses": [{"name": name, "topic_id": ids.get(name, bytes(16)), "partition_responses": parts}
+                              for name, parts in topics.items()],
                 "throttle_time_ms": 0}
         self.respond(req, body)
 
@@ -647,14 +652,30 @@ def _init_pid(rig: Rig, pid: int = 4242, epoch: int = 3) -> None:
 
 @pytest.mark.parametrize(("transactional_id", "version"), [(None, 12), ("tx", 11)])
 def test_produce_version_against_a_broker_that_offers_13(transactional_id: str | None, version: int) -> None:
-    # v13 names topics by id; Produce 12 announces transactions v2 (KIP-890), which a transactional producer
-    # does not speak: Java's cap without transaction.version 2 is 11.
+    # v13 names topics by id (none known here: v12); Produce 12 is transactions v2 (KIP-890), so a
+    # transaction under protocol v1 stops at 11, as Java without transaction.version 2.
     rig = Rig(transactional_id=transactional_id)
     rig.client.produce_version = 13
     rig.send(b"a")
     req = rig.step_one()
     assert req.version == version
     assert req.produce()["transactional_id"] == transactional_id
+
+
+def test_produce_13_names_topics_by_the_ids_metadata_gave() -> None:
+    """KIP-516: with a topic id for every topic of the request, v13; the answer (by id) completes the batch."""
+    topic_id = bytes(range(1, 17))
+    rig = Rig()
+    rig.cluster.topic_ids[T] = topic_id
+    rig.client.produce_version = 13
+    future = rig.send(b"a")
+    req = rig.step_one()
+    assert req.version == 13
+    assert [t["topic_id"] for t in req.produce()["topic_data"]] == [topic_id]
+    req.topic_names = {topic_id: T}
+    rig.client.respond_produce(req, offsets={(T, 0): 41})
+    rig.step()
+    assert future.result(0).offset == 41
 
 
 def test_a_broker_whose_produce_versions_are_all_above_our_cap_fails_the_batch_typed() -> None:

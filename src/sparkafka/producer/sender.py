@@ -34,7 +34,8 @@ from .. import errors
 from .._clock import Clock
 from .._types import TopicPartition
 from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
-from ..protocol.produce import encode_produce_request_parts
+from ..protocol.primitives import ZERO_UUID, uuid_bytes
+from ..protocol.produce import PRODUCE_FIRST_TOPIC_ID, PRODUCE_MAX_VERSION, encode_produce_request_parts
 from ..record.layout import RECORD_BATCH_OVERHEAD
 from .transactions import TransactionManager, TxnRequest
 
@@ -89,8 +90,9 @@ class Sender:
         self.retry_backoff_ms = retry_backoff_ms
         self.guarantee_message_order = guarantee_message_order
         self.transactional_id = transactional_id
-        # v13 addresses topics by id (unknown here); a transaction under protocol v1 stops at v11 (messages.py)
-        self._produce_max_version = (PRODUCE_MAX_VERSION_WITH_NAMES if transactional_id is None
+        # v13 names topics by id (used when Metadata gave every topic of the request one); a transaction
+        # under protocol v1 stops at v11 (messages.py)
+        self._produce_max_version = (PRODUCE_MAX_VERSION if transactional_id is None
                                      else PRODUCE_MAX_VERSION_TRANSACTIONS_V1)
         self.running = True
         self.force_close = False
@@ -307,9 +309,15 @@ class Sender:
                 break
         try:
             tm = self.tm
-            max_version = (PRODUCE_MAX_VERSION_WITH_NAMES if tm is not None and tm.transaction_v2
+            max_version = (PRODUCE_MAX_VERSION if tm is not None and tm.transaction_v2
                            else self._produce_max_version)
             version = self.client.api_version(node, _PRODUCE, max_version)
+            names_by_id: dict[bytes, str] | None = None
+            if version >= PRODUCE_FIRST_TOPIC_ID:
+                # KIP-516: v13 names each topic by the id Metadata gave it; without one for every topic, v12
+                names_by_id = self._topic_ids(batches)
+                if names_by_id is None:
+                    version = self.client.api_version(node, _PRODUCE, PRODUCE_MAX_VERSION_WITH_NAMES)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
             for b in batches:
                 self._remove_in_flight(b)
@@ -332,19 +340,35 @@ class Sender:
             wire_bytes += size
             raw = b.builder.uncompressed_bytes + RECORD_BATCH_OVERHEAD  # no max(): it costs ~750 instructions
             uncompressed += raw if raw > size else size
+        topics: list[tuple[Any, list[tuple[int, Any]]]] = list(by_topic.items())
+        if names_by_id is not None:
+            ids_by_name = {name: topic_id for topic_id, name in names_by_id.items()}
+            topics = [(ids_by_name[name], entries) for name, entries in by_topic.items()]
         # The pieces reference the batches' pooled buffers; client.send writes them or copies what the socket
         # did not take before it returns, so a batch expired or completed later can give its buffer back.
         body = encode_produce_request_parts(version, self.transactional_id, self.acks, self.request_timeout_ms,
-                                            list(by_topic.items()))
+                                            topics)
         self.metrics.record_request(len(batches), records, wire_bytes, uncompressed)
 
         def on_response(resp: ClientResponse) -> None:
-            self._handle_produce_response(resp, by_tp)
+            self._handle_produce_response(resp, by_tp, names_by_id)
 
         self.client.send(node, _PRODUCE, body, version=version, expect_response=self.acks != 0,
                          callback=on_response)
 
-    def _handle_produce_response(self, resp: ClientResponse, by_tp: dict[TopicPartition, ProducerBatch]) -> None:
+    def _topic_ids(self, batches: list[ProducerBatch]) -> dict[bytes, str] | None:
+        """``{topic id: name}`` for every topic of ``batches``, or None if Metadata lacks one of the ids."""
+        ids = self.metadata.fetch().topic_id
+        names_by_id: dict[bytes, str] = {}
+        for name in {b.tp[0] for b in batches}:
+            topic_id = ids(name)
+            if not topic_id or topic_id == ZERO_UUID:
+                return None
+            names_by_id[uuid_bytes(topic_id)] = name
+        return names_by_id
+
+    def _handle_produce_response(self, resp: ClientResponse, by_tp: dict[TopicPartition, ProducerBatch],
+                                 names_by_id: dict[bytes, str] | None = None) -> None:
         now = self.clock.monotonic_ms()
         for batch in by_tp.values():
             batch.in_request = False
@@ -370,7 +394,8 @@ class Sender:
         succeed = self._succeed
         unanswered = by_tp  # this request's own map: each answered batch is taken out of it
         for topic_resp in resp.body.get("responses", ()):
-            name = str(topic_resp.get("name"))
+            name = (str(topic_resp.get("name")) if names_by_id is None
+                    else names_by_id.get(bytes(topic_resp.get("topic_id") or b""), ""))
             for p in topic_resp.get("partition_responses", ()):
                 found = unanswered.pop((name, p["index"]), None)
                 if found is None:
