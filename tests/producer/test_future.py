@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sparkafka.errors import KafkaTimeoutError, NotLeaderOrFollowerError  # type: ignore[attr-defined]
+from sparkafka.errors import KafkaTimeoutError, NotLeaderOrFollowerError
 from sparkafka.producer.future import FailedFuture, FutureRecordMetadata, ProduceRequestResult, RecordMetadata
 
 

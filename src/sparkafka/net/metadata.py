@@ -43,8 +43,7 @@ log = logging.getLogger("sparkafka.net.metadata")
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_TOPIC_NAME_LENGTH = 249
 # Topic error codes that mean "not there yet": keep waiting instead of failing the caller.
-_WAITABLE_TOPIC_CODES = frozenset({3, 5})
-_INVALID_TOPIC_CODE = 17
+_WAITABLE_TOPIC_CODES = frozenset({errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE})
 _ZERO_UUID = bytes(16)
 
 
@@ -69,7 +68,7 @@ def validate_topic_name(topic: object) -> str:
 
 
 def _topic_error(topic: str, code: int) -> errors.KafkaError:
-    if code == _INVALID_TOPIC_CODE:
+    if code == errors.INVALID_TOPIC_EXCEPTION:
         return errors.InvalidTopicNameError(
             f"the broker rejected topic {topic!r} as invalid (INVALID_TOPIC_EXCEPTION)"
         )
@@ -264,7 +263,7 @@ class Metadata:
                 t: _topic_error(t, c)
                 for t, c in topic_errors.items()
                 if c not in _WAITABLE_TOPIC_CODES
-                and (c == _INVALID_TOPIC_CODE or not errors.error_class_for_code(c).retriable)
+                and (c == errors.INVALID_TOPIC_EXCEPTION or not errors.error_class_for_code(c).retriable)
             }
             self._cluster = fresh.with_partitions(partitions, topic_errors)
             self._need_update = False
