@@ -24,8 +24,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "sparkafka"
 
-BASE = ("sparkafka._version", "sparkafka.errors", "sparkafka._clock", "sparkafka._types", "sparkafka.accel",
-        "sparkafka._accel", "sparkafka.config", "sparkafka.serializers")
+BASE = ("sparkafka._version", "sparkafka.errors", "sparkafka._clock", "sparkafka._types", "sparkafka._topic",
+        "sparkafka.accel", "sparkafka._accel", "sparkafka.config", "sparkafka.serializers")
 
 # layer -> (level, module prefixes); a module belongs to the layer with the longest matching prefix
 LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
