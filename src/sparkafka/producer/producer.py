@@ -1,4 +1,4 @@
-"""KafkaProducer: the public producer (seed 004's send path).
+"""KafkaProducer: the public producer (Java ``KafkaProducer``).
 
 How it works: ``send()`` runs in the caller's thread and only does cheap work: serialize key and
 value, look up the topic in the current metadata snapshot (waiting up to ``max.block.ms`` only the
