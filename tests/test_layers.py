@@ -180,3 +180,22 @@ def test_no_import_cycles() -> None:
                     seen.add(nxt)
                     stack.append((nxt, [*trail, nxt]))
     assert cycles == []
+
+
+def test_the_design_file_map_lists_every_module() -> None:
+    """docs/DESIGN.md's file map (one line per module, folders by indentation) matches the package."""
+    text = (SRC.parents[1] / "docs" / "DESIGN.md").read_text()
+    block = text[text.index("## File map"):].split("```")[1]
+    listed: set[str] = set()
+    folders: list[str] = []
+    for line in block.splitlines():
+        if not line.strip() or line.startswith(" " * 26):  # blank, or the second line of a job
+            continue
+        name = line.split()[0]
+        depth = (len(line) - len(line.lstrip())) // 2
+        if name.endswith("/"):
+            folders[depth:] = [name.rstrip("/")]
+        elif name.endswith((".py", ".c", ".h")):
+            listed.add("/".join([*folders[1:depth], name]))
+    present = {str(p.relative_to(SRC)) for p in SRC.rglob("*") if p.suffix in (".py", ".c", ".h")}
+    assert listed == present
