@@ -1,8 +1,12 @@
 """Every error sparkafka raises or puts on a future.
 
-How it works: one tree, so callers can catch as broadly or narrowly as they need.
-Broker error codes map to classes through ``error_for_code`` (a table of Kafka's
-codes with their retriable / invalid-metadata flags, as in Java's ``Errors``).
+How it works: one tree, so callers can catch as broadly or narrowly as they need. Every class is
+declared here, statically (so a type checker sees each one): below the client's own errors comes one
+class per Kafka error code with its name and its retriable / invalid-metadata flags, as Java's
+``Errors`` enum (and franz-go's ``kerr``) declares them; ``_BROKER_ERRORS`` lists them once, and
+``error_for_code`` / ``error_class_for_code`` look a code up there. The codes the producer handles by
+name are module constants taken from those classes (``NOT_LEADER_OR_FOLLOWER``...): plain ints,
+cheap to compare per batch.
 
     KafkaError
     ├── ConfigError                     bad or conflicting configuration (names the key)
@@ -21,13 +25,15 @@ codes with their retriable / invalid-metadata flags, as in Java's ``Errors``).
     │   ├── CorruptRecordBatchError
     │   └── CorrelationIdMismatchError
     ├── KafkaConnectionError            could not connect / connection lost (retriable)
-    ├── UnsupportedVersionError         the broker does not support an API version we need
     ├── AuthenticationError             SASL or TLS handshake rejected
     ├── TransactionError                fatal transactional states
-    │   └── ProducerFencedError
+    │   └── ProducerFencedError         (also a BrokerError: PRODUCER_FENCED)
     └── BrokerError                     an error code returned by a broker (.code, .name, .retriable)
+        ├── UnsupportedVersionError     UNSUPPORTED_VERSION, also raised when the broker shares no
+        │                               version of an API we need
         ├── RetriableBrokerError        (also RetriableError)
-        └── … one class per code in ``_CODES``
+        │   └── … one class per retriable code (NotLeaderOrFollowerError, ...)
+        └── … one class per other code (TopicAuthorizationFailedError, ...)
 
 ``RetriableError`` is a mixin marking errors the producer may retry.
 """
@@ -117,10 +123,6 @@ class KafkaConnectionError(RetriableError):
     """Could not connect to a broker, or the connection was lost."""
 
 
-class UnsupportedVersionError(KafkaError):
-    """The broker supports no version of an API that both sides share."""
-
-
 class AuthenticationError(KafkaError):
     """Authentication (SASL or TLS) with the broker failed."""
 
@@ -139,11 +141,11 @@ class BrokerError(KafkaError):
     name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
     invalid_metadata: ClassVar[bool] = False
 
-    def __init__(self, message: str | None = None) -> None:
+    def __init__(self, message: str | None = None, *, from_broker: bool = True) -> None:
         self.message = message
-        text = f"[{self.name} ({self.code})]"
+        text = f"[{self.name} ({self.code})]" if from_broker else ""
         if message:
-            text += f" {message}"
+            text = f"{text} {message}" if text else message
         super().__init__(text)
 
 
@@ -160,101 +162,529 @@ class ProducerFencedError(BrokerError, TransactionError):
     name = "PRODUCER_FENCED"
 
 
-# code, name, retriable, invalid_metadata  (from Kafka's Errors.java; see docs/DESIGN.md)
-_CODES: tuple[tuple[int, str, bool, bool], ...] = (
-    (-1, "UNKNOWN_SERVER_ERROR", False, False),
-    (1, "OFFSET_OUT_OF_RANGE", False, False),
-    (2, "CORRUPT_MESSAGE", True, False),
-    (3, "UNKNOWN_TOPIC_OR_PARTITION", True, True),
-    (4, "INVALID_FETCH_SIZE", False, False),
-    (5, "LEADER_NOT_AVAILABLE", True, True),
-    (6, "NOT_LEADER_OR_FOLLOWER", True, True),
-    (7, "REQUEST_TIMED_OUT", True, False),
-    (8, "BROKER_NOT_AVAILABLE", False, False),
-    (9, "REPLICA_NOT_AVAILABLE", True, True),
-    (10, "MESSAGE_TOO_LARGE", False, False),
-    (12, "OFFSET_METADATA_TOO_LARGE", False, False),
-    (13, "NETWORK_EXCEPTION", True, True),
-    (14, "COORDINATOR_LOAD_IN_PROGRESS", True, False),
-    (15, "COORDINATOR_NOT_AVAILABLE", True, False),
-    (16, "NOT_COORDINATOR", True, False),
-    (17, "INVALID_TOPIC_EXCEPTION", False, False),
-    (18, "RECORD_LIST_TOO_LARGE", False, False),
-    (19, "NOT_ENOUGH_REPLICAS", True, False),
-    (20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", True, False),
-    (21, "INVALID_REQUIRED_ACKS", False, False),
-    (29, "TOPIC_AUTHORIZATION_FAILED", False, False),
-    (30, "GROUP_AUTHORIZATION_FAILED", False, False),
-    (31, "CLUSTER_AUTHORIZATION_FAILED", False, False),
-    (32, "INVALID_TIMESTAMP", False, False),
-    (33, "UNSUPPORTED_SASL_MECHANISM", False, False),
-    (34, "ILLEGAL_SASL_STATE", False, False),
-    (35, "UNSUPPORTED_VERSION", False, False),
-    (36, "TOPIC_ALREADY_EXISTS", False, False),
-    (37, "INVALID_PARTITIONS", False, False),
-    (38, "INVALID_REPLICATION_FACTOR", False, False),
-    (39, "INVALID_REPLICA_ASSIGNMENT", False, False),
-    (40, "INVALID_CONFIG", False, False),
-    (41, "NOT_CONTROLLER", True, False),
-    (42, "INVALID_REQUEST", False, False),
-    (43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", False, False),
-    (44, "POLICY_VIOLATION", False, False),
-    (45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False, False),
-    (46, "DUPLICATE_SEQUENCE_NUMBER", False, False),
-    (47, "INVALID_PRODUCER_EPOCH", False, False),
-    (48, "INVALID_TXN_STATE", False, False),
-    (49, "INVALID_PRODUCER_ID_MAPPING", False, False),
-    (50, "INVALID_TRANSACTION_TIMEOUT", False, False),
-    (51, "CONCURRENT_TRANSACTIONS", True, False),
-    (52, "TRANSACTION_COORDINATOR_FENCED", False, False),
-    (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", False, False),
-    (54, "SECURITY_DISABLED", False, False),
-    (55, "OPERATION_NOT_ATTEMPTED", False, False),
-    (56, "KAFKA_STORAGE_ERROR", True, True),
-    (57, "LOG_DIR_NOT_FOUND", False, False),
-    (58, "SASL_AUTHENTICATION_FAILED", False, False),
-    (59, "UNKNOWN_PRODUCER_ID", False, False),
-    (60, "REASSIGNMENT_IN_PROGRESS", False, False),
-    (67, "INVALID_PRINCIPAL_TYPE", False, False),
-    (72, "LISTENER_NOT_FOUND", True, True),
-    (74, "FENCED_LEADER_EPOCH", True, True),
-    (75, "UNKNOWN_LEADER_EPOCH", True, False),
-    (76, "UNSUPPORTED_COMPRESSION_TYPE", False, False),
-    (78, "OFFSET_NOT_AVAILABLE", True, False),
-    (80, "PREFERRED_LEADER_NOT_AVAILABLE", True, True),
-    (83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", True, True),
-    (87, "INVALID_RECORD", False, False),
-    (89, "THROTTLING_QUOTA_EXCEEDED", True, False),
-    (93, "UNACCEPTABLE_CREDENTIAL", False, False),
-    (100, "UNKNOWN_TOPIC_ID", True, True),
-    (103, "INCONSISTENT_TOPIC_ID", True, True),
-    (120, "TRANSACTION_ABORTABLE", False, False),
-    (129, "REBOOTSTRAP_REQUIRED", False, False),
+class UnsupportedVersionError(BrokerError):
+    """UNSUPPORTED_VERSION (35): the broker refused a request's version, or the broker and this client
+    share no version of an API the producer needs (raised before sending, naming both ranges)."""
+
+    code = 35
+    name = "UNSUPPORTED_VERSION"
+
+    def __init__(self, message: str | None = None, *, from_broker: bool = False) -> None:
+        # raised by this client more often than answered by a broker: the code is in the text only
+        # when a broker sent it (``error_for_code``)
+        super().__init__(message, from_broker=from_broker)
+
+
+# ---------------------------------------------------------------- one class per Kafka error code
+# Kafka's Errors.java: code, name, whether a retry may succeed (RetriableBrokerError) and whether the
+# client should refresh its metadata (invalid_metadata). ProducerFencedError (90) and
+# UnsupportedVersionError (35) are declared above.
+
+
+class UnknownServerError(BrokerError):
+    """UNKNOWN_SERVER_ERROR (-1)."""
+
+    code = -1
+    name = "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRangeError(BrokerError):
+    """OFFSET_OUT_OF_RANGE (1)."""
+
+    code = 1
+    name = "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptMessageError(RetriableBrokerError):
+    """CORRUPT_MESSAGE (2)."""
+
+    code = 2
+    name = "CORRUPT_MESSAGE"
+
+
+class UnknownTopicOrPartitionError(RetriableBrokerError):
+    """UNKNOWN_TOPIC_OR_PARTITION (3)."""
+
+    code = 3
+    name = "UNKNOWN_TOPIC_OR_PARTITION"
+    invalid_metadata = True
+
+
+class InvalidFetchSizeError(BrokerError):
+    """INVALID_FETCH_SIZE (4)."""
+
+    code = 4
+    name = "INVALID_FETCH_SIZE"
+
+
+class LeaderNotAvailableError(RetriableBrokerError):
+    """LEADER_NOT_AVAILABLE (5)."""
+
+    code = 5
+    name = "LEADER_NOT_AVAILABLE"
+    invalid_metadata = True
+
+
+class NotLeaderOrFollowerError(RetriableBrokerError):
+    """NOT_LEADER_OR_FOLLOWER (6)."""
+
+    code = 6
+    name = "NOT_LEADER_OR_FOLLOWER"
+    invalid_metadata = True
+
+
+class RequestTimedOutError(RetriableBrokerError):
+    """REQUEST_TIMED_OUT (7)."""
+
+    code = 7
+    name = "REQUEST_TIMED_OUT"
+
+
+class BrokerNotAvailableError(BrokerError):
+    """BROKER_NOT_AVAILABLE (8)."""
+
+    code = 8
+    name = "BROKER_NOT_AVAILABLE"
+
+
+class ReplicaNotAvailableError(RetriableBrokerError):
+    """REPLICA_NOT_AVAILABLE (9)."""
+
+    code = 9
+    name = "REPLICA_NOT_AVAILABLE"
+    invalid_metadata = True
+
+
+class MessageTooLargeError(BrokerError):
+    """MESSAGE_TOO_LARGE (10)."""
+
+    code = 10
+    name = "MESSAGE_TOO_LARGE"
+
+
+class OffsetMetadataTooLargeError(BrokerError):
+    """OFFSET_METADATA_TOO_LARGE (12)."""
+
+    code = 12
+    name = "OFFSET_METADATA_TOO_LARGE"
+
+
+class NetworkExceptionError(RetriableBrokerError):
+    """NETWORK_EXCEPTION (13)."""
+
+    code = 13
+    name = "NETWORK_EXCEPTION"
+    invalid_metadata = True
+
+
+class CoordinatorLoadInProgressError(RetriableBrokerError):
+    """COORDINATOR_LOAD_IN_PROGRESS (14)."""
+
+    code = 14
+    name = "COORDINATOR_LOAD_IN_PROGRESS"
+
+
+class CoordinatorNotAvailableError(RetriableBrokerError):
+    """COORDINATOR_NOT_AVAILABLE (15)."""
+
+    code = 15
+    name = "COORDINATOR_NOT_AVAILABLE"
+
+
+class NotCoordinatorError(RetriableBrokerError):
+    """NOT_COORDINATOR (16)."""
+
+    code = 16
+    name = "NOT_COORDINATOR"
+
+
+class InvalidTopicError(BrokerError):
+    """INVALID_TOPIC_EXCEPTION (17)."""
+
+    code = 17
+    name = "INVALID_TOPIC_EXCEPTION"
+
+
+class RecordListTooLargeError(BrokerError):
+    """RECORD_LIST_TOO_LARGE (18)."""
+
+    code = 18
+    name = "RECORD_LIST_TOO_LARGE"
+
+
+class NotEnoughReplicasError(RetriableBrokerError):
+    """NOT_ENOUGH_REPLICAS (19)."""
+
+    code = 19
+    name = "NOT_ENOUGH_REPLICAS"
+
+
+class NotEnoughReplicasAfterAppendError(RetriableBrokerError):
+    """NOT_ENOUGH_REPLICAS_AFTER_APPEND (20)."""
+
+    code = 20
+    name = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+
+
+class InvalidRequiredAcksError(BrokerError):
+    """INVALID_REQUIRED_ACKS (21)."""
+
+    code = 21
+    name = "INVALID_REQUIRED_ACKS"
+
+
+class TopicAuthorizationFailedError(BrokerError):
+    """TOPIC_AUTHORIZATION_FAILED (29)."""
+
+    code = 29
+    name = "TOPIC_AUTHORIZATION_FAILED"
+
+
+class GroupAuthorizationFailedError(BrokerError):
+    """GROUP_AUTHORIZATION_FAILED (30)."""
+
+    code = 30
+    name = "GROUP_AUTHORIZATION_FAILED"
+
+
+class ClusterAuthorizationFailedError(BrokerError):
+    """CLUSTER_AUTHORIZATION_FAILED (31)."""
+
+    code = 31
+    name = "CLUSTER_AUTHORIZATION_FAILED"
+
+
+class InvalidTimestampError(BrokerError):
+    """INVALID_TIMESTAMP (32)."""
+
+    code = 32
+    name = "INVALID_TIMESTAMP"
+
+
+class UnsupportedSaslMechanismError(BrokerError):
+    """UNSUPPORTED_SASL_MECHANISM (33)."""
+
+    code = 33
+    name = "UNSUPPORTED_SASL_MECHANISM"
+
+
+class IllegalSaslStateError(BrokerError):
+    """ILLEGAL_SASL_STATE (34)."""
+
+    code = 34
+    name = "ILLEGAL_SASL_STATE"
+
+
+class TopicAlreadyExistsError(BrokerError):
+    """TOPIC_ALREADY_EXISTS (36)."""
+
+    code = 36
+    name = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(BrokerError):
+    """INVALID_PARTITIONS (37)."""
+
+    code = 37
+    name = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(BrokerError):
+    """INVALID_REPLICATION_FACTOR (38)."""
+
+    code = 38
+    name = "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidReplicaAssignmentError(BrokerError):
+    """INVALID_REPLICA_ASSIGNMENT (39)."""
+
+    code = 39
+    name = "INVALID_REPLICA_ASSIGNMENT"
+
+
+class InvalidConfigError(BrokerError):
+    """INVALID_CONFIG (40)."""
+
+    code = 40
+    name = "INVALID_CONFIG"
+
+
+class NotControllerError(RetriableBrokerError):
+    """NOT_CONTROLLER (41)."""
+
+    code = 41
+    name = "NOT_CONTROLLER"
+
+
+class InvalidRequestError(BrokerError):
+    """INVALID_REQUEST (42)."""
+
+    code = 42
+    name = "INVALID_REQUEST"
+
+
+class UnsupportedForMessageFormatError(BrokerError):
+    """UNSUPPORTED_FOR_MESSAGE_FORMAT (43)."""
+
+    code = 43
+    name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+
+
+class PolicyViolationError(BrokerError):
+    """POLICY_VIOLATION (44)."""
+
+    code = 44
+    name = "POLICY_VIOLATION"
+
+
+class OutOfOrderSequenceNumberError(BrokerError):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
+
+    code = 45
+    name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceNumberError(BrokerError):
+    """DUPLICATE_SEQUENCE_NUMBER (46)."""
+
+    code = 46
+    name = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(BrokerError):
+    """INVALID_PRODUCER_EPOCH (47)."""
+
+    code = 47
+    name = "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(BrokerError):
+    """INVALID_TXN_STATE (48)."""
+
+    code = 48
+    name = "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMappingError(BrokerError):
+    """INVALID_PRODUCER_ID_MAPPING (49)."""
+
+    code = 49
+    name = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(BrokerError):
+    """INVALID_TRANSACTION_TIMEOUT (50)."""
+
+    code = 50
+    name = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(RetriableBrokerError):
+    """CONCURRENT_TRANSACTIONS (51)."""
+
+    code = 51
+    name = "CONCURRENT_TRANSACTIONS"
+
+
+class TransactionCoordinatorFencedError(BrokerError):
+    """TRANSACTION_COORDINATOR_FENCED (52)."""
+
+    code = 52
+    name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError):
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)."""
+
+    code = 53
+    name = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+
+
+class SecurityDisabledError(BrokerError):
+    """SECURITY_DISABLED (54)."""
+
+    code = 54
+    name = "SECURITY_DISABLED"
+
+
+class OperationNotAttemptedError(BrokerError):
+    """OPERATION_NOT_ATTEMPTED (55)."""
+
+    code = 55
+    name = "OPERATION_NOT_ATTEMPTED"
+
+
+class KafkaStorageErrorError(RetriableBrokerError):
+    """KAFKA_STORAGE_ERROR (56)."""
+
+    code = 56
+    name = "KAFKA_STORAGE_ERROR"
+    invalid_metadata = True
+
+
+class LogDirNotFoundError(BrokerError):
+    """LOG_DIR_NOT_FOUND (57)."""
+
+    code = 57
+    name = "LOG_DIR_NOT_FOUND"
+
+
+class SaslAuthenticationFailedError(BrokerError):
+    """SASL_AUTHENTICATION_FAILED (58)."""
+
+    code = 58
+    name = "SASL_AUTHENTICATION_FAILED"
+
+
+class UnknownProducerIdError(BrokerError):
+    """UNKNOWN_PRODUCER_ID (59)."""
+
+    code = 59
+    name = "UNKNOWN_PRODUCER_ID"
+
+
+class ReassignmentInProgressError(BrokerError):
+    """REASSIGNMENT_IN_PROGRESS (60)."""
+
+    code = 60
+    name = "REASSIGNMENT_IN_PROGRESS"
+
+
+class InvalidPrincipalTypeError(BrokerError):
+    """INVALID_PRINCIPAL_TYPE (67)."""
+
+    code = 67
+    name = "INVALID_PRINCIPAL_TYPE"
+
+
+class ListenerNotFoundError(RetriableBrokerError):
+    """LISTENER_NOT_FOUND (72)."""
+
+    code = 72
+    name = "LISTENER_NOT_FOUND"
+    invalid_metadata = True
+
+
+class FencedLeaderEpochError(RetriableBrokerError):
+    """FENCED_LEADER_EPOCH (74)."""
+
+    code = 74
+    name = "FENCED_LEADER_EPOCH"
+    invalid_metadata = True
+
+
+class UnknownLeaderEpochError(RetriableBrokerError):
+    """UNKNOWN_LEADER_EPOCH (75)."""
+
+    code = 75
+    name = "UNKNOWN_LEADER_EPOCH"
+
+
+class UnsupportedCompressionTypeError(BrokerError):
+    """UNSUPPORTED_COMPRESSION_TYPE (76)."""
+
+    code = 76
+    name = "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+class OffsetNotAvailableError(RetriableBrokerError):
+    """OFFSET_NOT_AVAILABLE (78)."""
+
+    code = 78
+    name = "OFFSET_NOT_AVAILABLE"
+
+
+class PreferredLeaderNotAvailableError(RetriableBrokerError):
+    """PREFERRED_LEADER_NOT_AVAILABLE (80)."""
+
+    code = 80
+    name = "PREFERRED_LEADER_NOT_AVAILABLE"
+    invalid_metadata = True
+
+
+class EligibleLeadersNotAvailableError(RetriableBrokerError):
+    """ELIGIBLE_LEADERS_NOT_AVAILABLE (83)."""
+
+    code = 83
+    name = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+    invalid_metadata = True
+
+
+class InvalidRecordError(BrokerError):
+    """INVALID_RECORD (87)."""
+
+    code = 87
+    name = "INVALID_RECORD"
+
+
+class ThrottlingQuotaExceededError(RetriableBrokerError):
+    """THROTTLING_QUOTA_EXCEEDED (89)."""
+
+    code = 89
+    name = "THROTTLING_QUOTA_EXCEEDED"
+
+
+class UnacceptableCredentialError(BrokerError):
+    """UNACCEPTABLE_CREDENTIAL (93)."""
+
+    code = 93
+    name = "UNACCEPTABLE_CREDENTIAL"
+
+
+class UnknownTopicIdError(RetriableBrokerError):
+    """UNKNOWN_TOPIC_ID (100)."""
+
+    code = 100
+    name = "UNKNOWN_TOPIC_ID"
+    invalid_metadata = True
+
+
+class InconsistentTopicIdError(RetriableBrokerError):
+    """INCONSISTENT_TOPIC_ID (103)."""
+
+    code = 103
+    name = "INCONSISTENT_TOPIC_ID"
+    invalid_metadata = True
+
+
+class TransactionAbortableError(BrokerError):
+    """TRANSACTION_ABORTABLE (120)."""
+
+    code = 120
+    name = "TRANSACTION_ABORTABLE"
+
+
+class RebootstrapRequiredError(BrokerError):
+    """REBOOTSTRAP_REQUIRED (129)."""
+
+    code = 129
+    name = "REBOOTSTRAP_REQUIRED"
+
+
+# Every broker error class, once (tests/test_errors.py checks that no BrokerError subclass with a code is missing).
+_BROKER_ERRORS: tuple[type[BrokerError], ...] = (
+    UnknownServerError, OffsetOutOfRangeError, CorruptMessageError, UnknownTopicOrPartitionError,
+    InvalidFetchSizeError, LeaderNotAvailableError, NotLeaderOrFollowerError, RequestTimedOutError,
+    BrokerNotAvailableError, ReplicaNotAvailableError, MessageTooLargeError, OffsetMetadataTooLargeError,
+    NetworkExceptionError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError,
+    InvalidTopicError, RecordListTooLargeError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
+    InvalidRequiredAcksError, TopicAuthorizationFailedError, GroupAuthorizationFailedError,
+    ClusterAuthorizationFailedError, InvalidTimestampError, UnsupportedSaslMechanismError,
+    IllegalSaslStateError, UnsupportedVersionError, TopicAlreadyExistsError, InvalidPartitionsError,
+    InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigError, NotControllerError,
+    InvalidRequestError, UnsupportedForMessageFormatError, PolicyViolationError, OutOfOrderSequenceNumberError,
+    DuplicateSequenceNumberError, InvalidProducerEpochError, InvalidTxnStateError,
+    InvalidProducerIdMappingError, InvalidTransactionTimeoutError, ConcurrentTransactionsError,
+    TransactionCoordinatorFencedError, TransactionalIdAuthorizationFailedError, SecurityDisabledError,
+    OperationNotAttemptedError, KafkaStorageErrorError, LogDirNotFoundError, SaslAuthenticationFailedError,
+    UnknownProducerIdError, ReassignmentInProgressError, InvalidPrincipalTypeError, ListenerNotFoundError,
+    FencedLeaderEpochError, UnknownLeaderEpochError, UnsupportedCompressionTypeError, OffsetNotAvailableError,
+    PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError, InvalidRecordError,
+    ThrottlingQuotaExceededError, ProducerFencedError, UnacceptableCredentialError, UnknownTopicIdError,
+    InconsistentTopicIdError, TransactionAbortableError, RebootstrapRequiredError,
 )
-
-_BY_CODE: dict[int, type[BrokerError]] = {ProducerFencedError.code: ProducerFencedError}
-
-
-def _class_name(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_")) + "Error"
-
-
-for _code, _name, _retriable, _meta in _CODES:
-    _base: type[BrokerError] = RetriableBrokerError if _retriable else BrokerError
-    _cls_name = _class_name(_name)
-    _existing = globals().get(_cls_name)
-    # A hand-written class of the same name (UnsupportedVersionError) stays the public one; the
-    # broker code's class derives from it so ``except UnsupportedVersionError`` catches both.
-    _bases: tuple[type, ...] = (_base, _existing) if isinstance(_existing, type) else (_base,)
-    _cls = type(
-        _cls_name,
-        _bases,
-        {"code": _code, "name": _name, "invalid_metadata": _meta, "__module__": __name__,
-         "__doc__": f"Broker error {_name} ({_code})."},
-    )
-    _BY_CODE[_code] = _cls
-    if _existing is None:
-        globals()[_cls_name] = _cls
+_BY_CODE: dict[int, type[BrokerError]] = {cls.code: cls for cls in _BROKER_ERRORS}
 
 
 def error_class_for_code(code: int) -> type[BrokerError]:
@@ -272,7 +702,7 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError:
     if cls is None:
         text = f"unknown error code {code} from broker" + (f": {message}" if message else "")
         return _BY_CODE[-1](text)
-    return cls(message)
+    return cls(message, from_broker=True)
 
 
 def error_name(code: int) -> str:
@@ -283,18 +713,32 @@ def error_name(code: int) -> str:
     return cls.name if cls is not None else f"UNKNOWN_CODE_{code}"
 
 
-# Named aliases for the codes the producer handles by name (typed access for mypy).
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-MESSAGE_TOO_LARGE = 10
-NETWORK_EXCEPTION = 13
-REBOOTSTRAP_REQUIRED = 129
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-DUPLICATE_SEQUENCE_NUMBER = 46
-UNKNOWN_PRODUCER_ID = 59
-TOPIC_AUTHORIZATION_FAILED = 29
-CLUSTER_AUTHORIZATION_FAILED = 31
-UNSUPPORTED_VERSION = 35
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-INVALID_PRODUCER_EPOCH = 47
-PRODUCER_FENCED = 90
+# The codes the producer handles by name, as plain ints (compared per batch; an Enum member read costs
+# far more on Python 3.11, see docs/DESIGN.md, Performance notes). Each comes from its class above.
+UNKNOWN_TOPIC_OR_PARTITION = UnknownTopicOrPartitionError.code
+LEADER_NOT_AVAILABLE = LeaderNotAvailableError.code
+NOT_LEADER_OR_FOLLOWER = NotLeaderOrFollowerError.code
+REQUEST_TIMED_OUT = RequestTimedOutError.code
+MESSAGE_TOO_LARGE = MessageTooLargeError.code
+NETWORK_EXCEPTION = NetworkExceptionError.code
+COORDINATOR_LOAD_IN_PROGRESS = CoordinatorLoadInProgressError.code
+COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailableError.code
+NOT_COORDINATOR = NotCoordinatorError.code
+INVALID_TOPIC_EXCEPTION = InvalidTopicError.code
+TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
+CLUSTER_AUTHORIZATION_FAILED = ClusterAuthorizationFailedError.code
+UNSUPPORTED_SASL_MECHANISM = UnsupportedSaslMechanismError.code
+UNSUPPORTED_VERSION = UnsupportedVersionError.code
+TOPIC_ALREADY_EXISTS = TopicAlreadyExistsError.code
+OUT_OF_ORDER_SEQUENCE_NUMBER = OutOfOrderSequenceNumberError.code
+DUPLICATE_SEQUENCE_NUMBER = DuplicateSequenceNumberError.code
+INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
+INVALID_TXN_STATE = InvalidTxnStateError.code
+INVALID_PRODUCER_ID_MAPPING = InvalidProducerIdMappingError.code
+CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = TransactionalIdAuthorizationFailedError.code
+OPERATION_NOT_ATTEMPTED = OperationNotAttemptedError.code
+UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code
+PRODUCER_FENCED = ProducerFencedError.code
+TRANSACTION_ABORTABLE = TransactionAbortableError.code
+REBOOTSTRAP_REQUIRED = RebootstrapRequiredError.code

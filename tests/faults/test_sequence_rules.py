@@ -232,6 +232,28 @@ def test_an_expired_batch_on_the_wire_holds_new_batches_until_its_fate_is_known(
     assert isinstance(f_a.exception(0), errors.DeliveryTimeoutError)  # the caller was told already
 
 
+def test_a_late_duplicate_for_an_expired_batch_counts_as_written() -> None:
+    """DUPLICATE_SEQUENCE_NUMBER for a batch that expired on the wire: the broker has it (Java's
+    ``canRetry``/``handleCompletedBatch`` treat a duplicate as success), so its sequence is acknowledged
+    and the partition goes on under the same producer id; were it taken for a failure, the partition's
+    fate would stay unknown and it would move to a new producer id."""
+    rig = _rig(delivery_timeout_ms=1000)
+    f_a = rig.send(b"a")
+    req_a = rig.step_one()
+    rig.step(1000)
+    assert isinstance(f_a.exception(0), errors.DeliveryTimeoutError)
+    f_b = rig.send(b"b")
+    assert rig.step(10) == []  # unresolved: "a" may or may not be written
+    rig.client.respond_produce(req_a, codes={P0: errors.DUPLICATE_SEQUENCE_NUMBER})  # late: written before
+    rig.step()
+    nxt = rig.step_one(10)
+    assert _ids(nxt) == (1000, 1, 1)  # resolved: the sequence simply continues
+    rig.client.respond_produce(nxt, offsets={P0: 1})
+    rig.step()
+    assert f_b.result(0).offset == 1
+    assert len(_init_requests(rig)) == 1  # no new producer id
+
+
 def test_an_expired_batch_that_was_not_written_moves_the_partition_to_a_new_id() -> None:
     rig = _rig(delivery_timeout_ms=1000)
     rig.send(b"a")

@@ -10,6 +10,7 @@ import pytest
 
 from sparkafka import errors
 from sparkafka.config import ProducerConfig
+from sparkafka.producer.producer import KafkaProducer
 from support.consume import consume_all
 from support.mock_cluster import ApiKey
 
@@ -56,10 +57,23 @@ def test_acks_zero_keeps_its_connection_on_tansu(tansu_target: Target, caplog: p
     with caplog.at_level(logging.WARNING, logger="sparkafka"):
         for i in range(5):
             producer.send(topic, value=b"%d" % i)
-            producer.flush(5)
-            time.sleep(0.1)  # flush returns once the bytes are written: give Tansu's answer time to arrive
+            producer.flush(5)  # returns once the bytes are written: then wait for Tansu's answer itself
+            assert _acks_zero_answers_arrived(producer, 10.0), "Tansu did not answer the acks=0 Produce"
     broken = [r.getMessage() for r in caplog.records if "correlation id" in r.getMessage()]
     assert not broken, broken
+
+
+def _acks_zero_answers_arrived(producer: KafkaProducer, timeout_s: float) -> bool:
+    """Every acks=0 request was answered (and the answer dropped): no connection's protocol still holds
+    the correlation id of a request sent without expecting a response. Also True once a connection was
+    closed (an answer taken for a protocol error): the caller's log check then says why."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        protocols = [conn._protocol for conn in producer._client._conns.values()]
+        if protocols and (None in protocols or not any(p._unanswered for p in protocols if p is not None)):
+            return True
+        time.sleep(0.005)  # polling the condition, with a deadline: not a fixed wait
+    return False
 
 
 def test_acks_one(target: Target) -> None:

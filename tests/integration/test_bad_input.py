@@ -68,7 +68,7 @@ def test_large_headers_count_towards_the_limit(offline: KafkaProducer) -> None:
         offline.send("topic-c", value=b"small", headers=[("h", b"y" * 20_000)])
 
 
-@pytest.mark.parametrize("topic", ["", "a b", "x" * 250, ".", "..", "na\u00efve", "tab\t", "semi;colon"])
+@pytest.mark.parametrize("topic", ["", "a b", "x" * 250, ".", "..", "na\u00efve", "tab\t", "semi;colon", "abc\n"])
 def test_invalid_topic_names(offline: KafkaProducer, topic: str) -> None:
     started = time.monotonic()
     with pytest.raises(errors.InvalidTopicNameError) as info:

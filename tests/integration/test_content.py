@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from sparkafka._clock import SYSTEM_CLOCK
 from support.consume import consume_all
 
 from .conftest import Target
@@ -122,3 +123,38 @@ def test_batch_size_zero_sends_one_record_per_batch(mock_target: Target) -> None
     records = consume_all(mock_target.bootstrap, topic, expected_count=30, timeout=15)
     assert [r.value for r in records] == [b"%d" % i for i in range(30)]
     assert producer.metrics()["batch-size-avg"] < 100  # every batch holds one tiny record
+
+
+class _OneHourAgo:
+    """The system's monotonic time, and a wall clock an hour behind that moves 1 ms per reading."""
+
+    def __init__(self) -> None:
+        self.readings: list[int] = []
+        self._start = SYSTEM_CLOCK.wall_ms() - 3_600_000
+
+    def monotonic_ms(self) -> float:
+        return SYSTEM_CLOCK.monotonic_ms()
+
+    def wall_ms(self) -> int:
+        self.readings.append(self._start + len(self.readings))
+        return self.readings[-1]
+
+
+def test_record_timestamps_come_from_the_injected_clock(mock_target: Target) -> None:
+    """send() and send_arrow() stamp records without a timestamp from the producer's clock (with the C
+    accelerator built too: records after the first of a batch would otherwise take the C send lane)."""
+    import pyarrow as pa
+
+    topic = mock_target.topic(1)
+    clock = _OneHourAgo()
+    producer = mock_target.producer({"linger.ms": 50}, clock=clock)
+    futures = [producer.send(topic, value=b"%d" % i, key=b"k") for i in range(5)]
+    futures.append(producer.send(topic, value=b"explicit", timestamp=EXPLICIT_TS))
+    producer.send_arrow(topic, pa.record_batch({"value": pa.array([b"a1", b"a2"])})).wait(15)
+    producer.flush(15)
+    records = consume_all(mock_target.bootstrap, topic, expected_count=8, timeout=15)
+    assert [r.value for r in records] == [b"0", b"1", b"2", b"3", b"4", b"explicit", b"a1", b"a2"]
+    assert len(clock.readings) == 6  # one per send() without a timestamp, one per send_arrow call
+    wanted = [*clock.readings[:5], EXPLICIT_TS, clock.readings[5], clock.readings[5]]
+    assert [r.timestamp for r in records] == wanted
+    assert [f.result(0).offset for f in futures] == list(range(6))

@@ -189,6 +189,14 @@ def test_close_wakes_a_send_blocked_on_metadata(mock_target: Target) -> None:
     mock.topic_set_error(topic, 3)  # UNKNOWN_TOPIC_OR_PARTITION: metadata never arrives
     producer = mock_target.producer({"max.block.ms": 60_000})
     outcome: list[BaseException] = []
+    waiting = threading.Event()
+    await_update = producer._metadata.await_update
+
+    def spy(version: int, timeout_ms: float) -> None:
+        waiting.set()  # send() is in the metadata wait now
+        await_update(version, timeout_ms)
+
+    producer._metadata.await_update = spy  # type: ignore[method-assign]
 
     def blocked() -> None:
         try:
@@ -198,7 +206,7 @@ def test_close_wakes_a_send_blocked_on_metadata(mock_target: Target) -> None:
 
     thread = threading.Thread(target=blocked)
     thread.start()
-    time.sleep(0.3)
+    assert waiting.wait(10), "send() never waited for metadata"
     assert thread.is_alive()
     started = time.monotonic()
     producer.close(1.0)

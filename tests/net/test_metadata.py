@@ -10,9 +10,10 @@ import pytest
 
 from sparkafka import errors
 from sparkafka._clock import SYSTEM_CLOCK, ManualClock
+from sparkafka._topic import validate_topic_name
 from sparkafka.net.addresses import parse_bootstrap_servers
 from sparkafka.net.backoff import ExponentialBackoff
-from sparkafka.net.metadata import Cluster, Metadata, validate_topic_name
+from sparkafka.net.metadata import Cluster, Metadata
 
 
 def _partition(index: int, leader: int, epoch: int = 0, code: int = 0) -> dict[str, Any]:
@@ -95,7 +96,7 @@ def test_parse_bootstrap_servers_rejects(value: Any) -> None:
     assert info.value.key == "bootstrap.servers"
 
 
-@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad name", "t/x", "ü"])
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "bad name", "t/x", "ü", "abc\n", "\nabc"])
 def test_invalid_topic_names(name: str) -> None:
     with pytest.raises(errors.InvalidTopicNameError):
         validate_topic_name(name)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sparkafka.errors import KafkaTimeoutError, NotLeaderOrFollowerError  # type: ignore[attr-defined]
+from sparkafka.errors import KafkaTimeoutError, NotLeaderOrFollowerError
 from sparkafka.producer.future import FailedFuture, FutureRecordMetadata, ProduceRequestResult, RecordMetadata
 
 
@@ -66,7 +66,10 @@ def test_blocking_result_is_released_by_another_thread() -> None:
     got: list[RecordMetadata] = []
     t = threading.Thread(target=lambda: got.append(future.result(timeout=10)))
     t.start()
-    time.sleep(0.02)
+    deadline = time.monotonic() + 10
+    while result._event is None:  # the waiter creates the batch's event when it blocks on it
+        assert time.monotonic() < deadline, "result() never waited"
+        time.sleep(0.001)
     result.done(7, -1)
     t.join()
     assert got[0].offset == 8

@@ -1,4 +1,4 @@
-"""murmur2 against Java's test vectors (facts §4) and a straight transliteration; bulk == scalar."""
+"""murmur2 against Java's test vectors (``UtilsTest.testMurmur2``) and a straight transliteration; bulk == scalar."""
 
 from __future__ import annotations
 

@@ -8,13 +8,18 @@ hold, these tests fail before send() silently misbehaves.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkafka._clock import ManualClock
+from sparkafka._clock import SYSTEM_CLOCK, ManualClock
 from sparkafka.net.cluster import Cluster
 from sparkafka.net.metadata import Metadata
 from sparkafka.producer.murmur2 import murmur2, murmur2_py, partition_for_key_fast, partition_for_key_py
+from sparkafka.producer.producer import KafkaProducer
+from sparkafka.producer.send_lane import _SendLane
 
 
 def _metadata_body(topics: dict[str, int]) -> dict[str, object]:
@@ -54,3 +59,25 @@ def test_fast_key_partitioning_is_javas_formula(key: bytes, n: int) -> None:
     expected = (murmur2_py(key) & 0x7FFFFFFF) % n
     assert partition_for_key_fast(key, n) == expected == (murmur2(key) & 0x7FFFFFFF) % n
     assert partition_for_key_py(key, n) == expected
+
+
+@pytest.mark.skipif(_SendLane is None, reason="the C accelerator is not in use")
+def test_the_send_lane_partitions_a_hash_with_the_high_bit_set_as_java() -> None:
+    """The C send lane takes keyed records itself: for a key whose murmur2 is negative as a Java int (the
+    high bit set) the partition is still ``(murmur2(key) & 0x7fffffff) % n``, as in Java and send()."""
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 600_000,
+                              "metadata.max.age.ms": 600_000, "metadata.recovery.strategy": "none"})
+    try:
+        lane: Any = producer._send_lane
+        assert lane is not None and producer.__dict__["send"] is lane  # the lane is producer.send
+        body = _metadata_body({"t": 7})
+        body["brokers"] = [{"node_id": 1, "host": "127.0.0.1", "port": 1, "rack": None}]
+        producer._metadata.add_topic("t", SYSTEM_CLOCK.monotonic_ms())
+        producer._metadata.update(body, SYSTEM_CLOCK.monotonic_ms())
+        keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_py(k) < 0][:60]
+        assert len(keys) == 60
+        futures = [producer.send("t", b"v", k) for k in keys]
+        assert lane.fast_count >= 40  # all but the records that open a partition's batch
+        assert [f._produce_result.partition for f in futures] == [(murmur2_py(k) & 0x7FFFFFFF) % 7 for k in keys]
+    finally:
+        producer.close(0)

@@ -249,7 +249,7 @@ def test_produce_unknown_tagged_fields_in_body_are_skipped() -> None:
     assert decoded["responses"][0]["name"] == "t"
 
 
-# ---- ApiVersions fallback (facts §3.1)
+# ---- ApiVersions fallback (KIP-511)
 
 APIV_KEYS = [
     {"api_key": 0, "min_version": 3, "max_version": 11},

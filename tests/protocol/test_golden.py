@@ -1,8 +1,8 @@
 """Byte-exact frames checked against known encodings.
 
-The ApiVersions v3 request is the example of facts §3.1 (what the Java client sends). The Metadata
+The ApiVersions v3 request is what the Java client sends (KIP-511: client software name and version). The Metadata
 v12 and Produce v9 frames were worked out by hand from the JSON specs and agree byte for byte with
-kafka-python 3.0's independent encoder; the Produce batch is the one-record batch of facts §1.5.
+kafka-python 3.0's independent encoder; the Produce batch is the one-record batch of ``support/golden.py``.
 """
 
 from __future__ import annotations

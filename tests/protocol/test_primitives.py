@@ -26,7 +26,7 @@ from sparkafka.protocol.primitives import (
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
-# facts §1.4, from Kafka's ByteUtilsTest
+# from Kafka's ByteUtilsTest
 VARINT_VECTORS = [
     (0, "00"),
     (-1, "01"),

@@ -1,4 +1,4 @@
-"""Golden bytes shared by tests: the one-record RecordBatch v2 of facts §1.5
+"""Golden bytes shared by tests: a one-record RecordBatch v2 as Java's ``DefaultRecordBatch`` writes it
 (key "key", value "value", timestamp 1700000000000, no producer state, uncompressed)."""
 
 ONE_RECORD_BATCH = bytes.fromhex(

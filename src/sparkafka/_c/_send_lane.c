@@ -1,6 +1,6 @@
 /* sparkafka._accel.SendLane: KafkaProducer.send() for the common record, in one C call.
  *
- * How it works: the producer (producer/producer.py, ``_install_send_lane``) makes one lane and
+ * How it works: the producer (producer/send_lane.py, ``install_send_lane``) makes one lane and
  * binds it as the instance attribute ``send``, so ``producer.send(topic, value, key, callback=cb)``
  * calls this vectorcall directly. The lane handles a record when it can do exactly what the Python
  * fast path does (``KafkaProducer.send`` -> ``RecordAccumulator.append_open``): topic a str, key and
@@ -390,7 +390,7 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
         partition = (long)((murmur2_u32((const unsigned char *)PyBytes_AS_STRING(key), key_len) & 0x7fffffffu)
                            % (uint32_t)n);
     struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now); /* time.time_ns() // 1_000_000, as send() */
+    clock_gettime(CLOCK_REALTIME, &now); /* SystemClock.wall_ms(): the lane only serves the system clock */
     long long ts = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
     PyObject *result = NULL, *index = NULL;
     int done = lane_append(lane, topic, partition, key, value, callback, key_len, value_len, ts, &result, &index);

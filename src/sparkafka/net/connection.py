@@ -9,12 +9,13 @@ CONNECTING ends when the socket is writable and ``SO_ERROR`` is 0. With an ``ssl
 then wrapped (SNI = the broker's host) and TLS_HANDSHAKE calls ``do_handshake()`` whenever the selector
 reports the readiness OpenSSL asked for (SSLWantRead/WriteError), never blocking. API_VERSIONS sends our
 highest ApiVersions version; on UNSUPPORTED_VERSION it retries once with the broker's highest ApiVersions
-version (facts §3.1), then keeps an ``ApiVersionsTable`` so ``api_version(key)`` picks the highest version
-both sides share. AUTHENTICATING runs the ``handshake`` steps in order (SASL: each step sends requests
-with ``send_internal``, or raw length-framed tokens with ``send_raw_token`` for SaslHandshake v0, and
-reports ``done(None | error)``); with no steps it is skipped. Only READY accepts user requests. A step may
-``schedule_reauthentication``: once that time has come the owner calls ``start_reauthentication`` while
-nothing is in flight, the state goes back to AUTHENTICATING for that step alone, then READY again.
+version (KIP-511, as Java's ``NetworkClient``), then keeps an ``ApiVersionsTable`` so ``api_version(key)``
+picks the highest version both sides share. AUTHENTICATING runs the ``handshake`` steps in order (SASL:
+each step sends requests with ``send_internal``, or raw length-framed tokens with ``send_raw_token`` for
+SaslHandshake v0, and reports ``done(None | error)``); with no steps it is skipped. Only READY accepts
+user requests. A step may ``schedule_reauthentication``: once that time has come the owner calls
+``start_reauthentication`` while nothing is in flight, the state goes back to AUTHENTICATING for that step
+alone, then READY again.
 
 Outgoing frames (from the sans-I/O ``KafkaProtocol``) are queued as memoryviews and written as far as the
 socket allows (scatter-gather ``sendmsg`` on plain sockets; on TLS small frames are merged into one

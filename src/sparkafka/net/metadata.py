@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock
+from .._topic import validate_topic_name
 from ..protocol.messages import ApiKey
 from .addresses import parse_bootstrap_servers
 from .backoff import ExponentialBackoff
@@ -36,40 +36,17 @@ from .cluster import Cluster, Node, PartitionInfo
 if TYPE_CHECKING:
     from .client import ClientResponse, NetworkClient
 
-__all__ = ["Cluster", "Metadata", "MetadataUpdater", "Node", "PartitionInfo", "validate_topic_name"]
+__all__ = ["Cluster", "Metadata", "MetadataUpdater", "Node", "PartitionInfo"]
 
 log = logging.getLogger("sparkafka.net.metadata")
 
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_NAME_LENGTH = 249
 # Topic error codes that mean "not there yet": keep waiting instead of failing the caller.
-_WAITABLE_TOPIC_CODES = frozenset({3, 5})
-_INVALID_TOPIC_CODE = 17
+_WAITABLE_TOPIC_CODES = frozenset({errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE})
 _ZERO_UUID = bytes(16)
 
 
-def validate_topic_name(topic: object) -> str:
-    """Kafka's topic-name rules; raises ``InvalidTopicNameError`` naming the rule broken."""
-    if not isinstance(topic, str):
-        raise errors.InvalidTopicNameError(f"topic must be a str, got {type(topic).__name__}")
-    if not topic:
-        raise errors.InvalidTopicNameError("topic name is empty")
-    if topic in (".", ".."):
-        raise errors.InvalidTopicNameError(f"topic name cannot be {topic!r}")
-    if len(topic) > MAX_TOPIC_NAME_LENGTH:
-        raise errors.InvalidTopicNameError(
-            f"topic name is {len(topic)} characters long; the limit is {MAX_TOPIC_NAME_LENGTH}"
-        )
-    if _LEGAL_TOPIC.fullmatch(topic) is None:
-        raise errors.InvalidTopicNameError(
-            f"topic name {topic!r} has illegal characters; "
-            "only ASCII letters, digits, '.', '_' and '-' are allowed"
-        )
-    return topic
-
-
 def _topic_error(topic: str, code: int) -> errors.KafkaError:
-    if code == _INVALID_TOPIC_CODE:
+    if code == errors.INVALID_TOPIC_EXCEPTION:
         return errors.InvalidTopicNameError(
             f"the broker rejected topic {topic!r} as invalid (INVALID_TOPIC_EXCEPTION)"
         )
@@ -264,7 +241,7 @@ class Metadata:
                 t: _topic_error(t, c)
                 for t, c in topic_errors.items()
                 if c not in _WAITABLE_TOPIC_CODES
-                and (c == _INVALID_TOPIC_CODE or not errors.error_class_for_code(c).retriable)
+                and (c == errors.INVALID_TOPIC_EXCEPTION or not errors.error_class_for_code(c).retriable)
             }
             self._cluster = fresh.with_partitions(partitions, topic_errors)
             self._need_update = False

@@ -47,7 +47,6 @@ __all__ = ["SaslAuthenticator", "oauthbearer_initial_response", "plain_initial_r
 
 log = logging.getLogger("sparkafka.net.sasl")
 
-_UNSUPPORTED_SASL_MECHANISM = 33
 _REAUTH_MIN_FRACTION = 0.85
 _REAUTH_MAX_FRACTION = 0.95
 _SCRAM_MIN_ITERATIONS = 4096  # ScramMechanism.minIterations() for SHA-256 and SHA-512
@@ -347,7 +346,7 @@ class _Exchange:
         body = resp.body or {}
         code = int(body.get("error_code", 0))
         offered = [str(m) for m in body.get("mechanisms") or ()]
-        if code == _UNSUPPORTED_SASL_MECHANISM:
+        if code == errors.UNSUPPORTED_SASL_MECHANISM:
             self._fail(f"{self._who()} failed: the broker does not enable {self._auth.mechanism}; "
                        f"it offers {', '.join(offered) or 'none'} (sasl.mechanism)")
             return

@@ -1,4 +1,4 @@
-"""Sender: the producer's background I/O thread (seed 002, facts §6-§7).
+"""Sender: the producer's background I/O thread (Java ``Sender``).
 
 How it works: ``run()`` loops over ``run_once()`` until close. One iteration:
 1. metadata: send a Metadata request if one is due;

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
-from ..protocol.messages import END_TXN_MAX_VERSION_TRANSACTIONS_V1, TRANSACTION_VERSION_FEATURE
+from ..protocol.messages import END_TXN_MAX_VERSION_TRANSACTIONS_V1, TRANSACTION_VERSION_FEATURE, ApiKey, api_name
 from .idempotence import NO_EPOCH, NO_PRODUCER_ID, IdempotenceManager
 
 if TYPE_CHECKING:
@@ -55,20 +55,14 @@ __all__ = ["TransactionInfo", "TransactionManager", "TransactionalRequestResult"
 
 log = logging.getLogger("sparkafka.producer")
 
-API_FIND_COORDINATOR = 10
-API_INIT_PRODUCER_ID = 22
-API_ADD_PARTITIONS_TO_TXN = 24
-API_END_TXN = 26
+# The API keys compared per request, as module constants (docs/DESIGN.md, Performance notes).
+API_FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+API_INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+API_ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
+API_END_TXN = ApiKey.END_TXN
 
-# Error codes handled by name in the transactional handlers.
-_COORDINATOR_LOAD_IN_PROGRESS = 14
-_COORDINATOR_NOT_AVAILABLE = 15
-_NOT_COORDINATOR = 16
-_CONCURRENT_TRANSACTIONS = 51
-_OPERATION_NOT_ATTEMPTED = 55
-_INVALID_PRODUCER_ID_MAPPING = 49
-_TRANSACTION_ABORTABLE = 120
-_FIND_AGAIN = frozenset({_COORDINATOR_NOT_AVAILABLE, _NOT_COORDINATOR})
+_FIND_AGAIN = frozenset({errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR})
+_BACK_OFF = frozenset({errors.COORDINATOR_LOAD_IN_PROGRESS, errors.CONCURRENT_TRANSACTIONS})
 _FENCED = frozenset({errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH})
 _FATAL_FOR_BATCHES = frozenset({errors.CLUSTER_AUTHORIZATION_FAILED,
                                 errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
@@ -184,9 +178,7 @@ class TxnRequest:
 
     @property
     def name(self) -> str:
-        return {API_FIND_COORDINATOR: "FindCoordinator", API_INIT_PRODUCER_ID: "InitProducerId",
-                API_ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", API_END_TXN: "EndTxn"}.get(
-            self.api_key, str(self.api_key))
+        return api_name(self.api_key)
 
 
 class TransactionManager(IdempotenceManager):
@@ -395,7 +387,7 @@ class TransactionManager(IdempotenceManager):
                     result.done()
             elif code in _FIND_AGAIN:
                 self._lookup_coordinator_and_retry(req)
-            elif code in (_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS) \
+            elif code in _BACK_OFF \
                     or errors.error_class_for_code(code).retriable:
                 self._retry(req)
             elif code in _FENCED:
@@ -469,7 +461,7 @@ class TransactionManager(IdempotenceManager):
             if pending is not None and pending.operation == op and pending.awaits_retry():
                 return pending  # called again after a time-out: the same result, done or not (as Java)
             self._raise_if_fatal()
-            pid_unknown = getattr(self.last_error, "code", None) == _INVALID_PRODUCER_ID_MAPPING
+            pid_unknown = getattr(self.last_error, "code", None) == errors.INVALID_PRODUCER_ID_MAPPING
             if commit:
                 if self.state is TxnState.ABORTABLE_ERROR:
                     raise errors.TransactionError(
@@ -547,17 +539,17 @@ class TransactionManager(IdempotenceManager):
                 self._complete_transaction(result)
             elif code in _FIND_AGAIN:
                 self._lookup_coordinator_and_retry(req)
-            elif code in (_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS) \
+            elif code in _BACK_OFF \
                     or errors.error_class_for_code(code).retriable:
                 self._retry(req)
             elif code in _FENCED:
                 self.transition_to_fatal(fenced_error(
                     f"EndTxn; or the coordinator aborted the transaction because it outlived "
                     f"transaction.timeout.ms ({self.transaction_timeout_ms} ms)"))
-            elif code in (errors.UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING, _TRANSACTION_ABORTABLE):
+            elif code in (errors.UNKNOWN_PRODUCER_ID, errors.INVALID_PRODUCER_ID_MAPPING, errors.TRANSACTION_ABORTABLE):
                 # abortable, as Java's EndTxnHandler (the first two with a new epoch after the abort)
                 failure = errors.error_for_code(code, "EndTxn")
-                if code != _TRANSACTION_ABORTABLE:
+                if code != errors.TRANSACTION_ABORTABLE:
                     self._bump_required = True
                 if self.state is TxnState.ABORTING_TRANSACTION:
                     # the abort itself: InitProducerId aborts whatever the coordinator still holds
@@ -568,7 +560,7 @@ class TransactionManager(IdempotenceManager):
                     result.done(failure)
             else:
                 hint = ""
-                if code == 48:  # INVALID_TXN_STATE: under KIP-890, also what a timed-out transaction gets
+                if code == errors.INVALID_TXN_STATE:  # under KIP-890, also what a timed-out transaction gets
                     hint = (f"; the coordinator aborts a transaction that outlives transaction.timeout.ms "
                             f"({self.transaction_timeout_ms} ms, capped by the broker's "
                             "transaction.max.timeout.ms): raise it or commit sooner")
@@ -607,14 +599,14 @@ class TransactionManager(IdempotenceManager):
                         self._pending_partitions.discard(tp)
                     elif code in _FIND_AGAIN:
                         find_again = True
-                    elif code in (_COORDINATOR_LOAD_IN_PROGRESS, _CONCURRENT_TRANSACTIONS, _OPERATION_NOT_ATTEMPTED) \
+                    elif code in _BACK_OFF or code == errors.OPERATION_NOT_ATTEMPTED \
                             or errors.error_class_for_code(code).retriable:
                         retry = True
                     elif code in _FENCED:
                         fatal = fenced_error("AddPartitionsToTxn")
-                    elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 48):  # 48: INVALID_TXN_STATE
+                    elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.INVALID_TXN_STATE):
                         fatal = errors.error_for_code(code, "AddPartitionsToTxn")
-                    elif code in (errors.UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_ID_MAPPING):
+                    elif code in (errors.UNKNOWN_PRODUCER_ID, errors.INVALID_PRODUCER_ID_MAPPING):
                         self._bump_required = True
                         failure = errors.error_for_code(code, f"AddPartitionsToTxn for {tp[0]}-{tp[1]}")
                     else:

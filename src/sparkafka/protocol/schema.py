@@ -1,4 +1,4 @@
-"""A table-driven codec for Kafka messages: one ``Schema`` describes every version of a message.
+"""Table-driven descriptions of Kafka messages: one ``Schema`` describes every version of a message.
 
 How it works: a ``Schema`` is an ordered list of ``Field``s, written like Kafka's JSON message specs
 (``validVersions``, ``flexibleVersions``; per field ``versions``, ``nullableVersions``, ``tag`` /

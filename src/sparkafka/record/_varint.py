@@ -1,4 +1,4 @@
-"""Zigzag varints used inside v2 records (facts §1.4).
+"""Zigzag varints used inside v2 records (Java ``ByteUtils.writeVarint`` / ``writeVarlong``).
 
 How it works: ``zigzag_varint(n)`` encodes any int (varint and varlong share the encoding for
 values in range); ``VARINT`` is a tuple of the ready-made encodings of 0..SMALL-1 so the batch

@@ -1,4 +1,4 @@
-"""Builds one v2 record batch (magic 2) for the producer (facts §1, §2).
+"""Builds one v2 record batch (magic 2) for the producer (Java ``MemoryRecordsBuilder``).
 
 How it works: ``RecordBatchBuilder.try_append`` encodes each record as it is appended, straight
 into the batch's buffer (the pooled ``bytearray`` given by the accumulator, from byte 61 on; a

@@ -1,4 +1,6 @@
-"""Compression codecs of record batches, framed exactly as the Java client frames them (facts §2).
+"""Compression codecs of record batches, framed exactly as the Java client frames them
+(``org.apache.kafka.common.compress``: ``GzipCompression``, ``SnappyCompression``, ``Lz4Compression``,
+``ZstdCompression``).
 
 How it works: ``compress(codec, data, level)`` turns the encoded records of a batch into the bytes
 that follow its 61-byte header; ``decompress`` reverses it and raises ``CorruptRecordBatchError``

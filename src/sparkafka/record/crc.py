@@ -1,4 +1,4 @@
-"""CRC-32C (Castagnoli), the checksum of a v2 record batch (facts §1.1).
+"""CRC-32C (Castagnoli), the checksum of a v2 record batch (Java ``Crc32C``, ``DefaultRecordBatch``).
 
 How it works: ``crc32c`` is the C implementation from the ``crc32c`` package when it can be
 imported, otherwise ``crc32c_python``, a byte-at-a-time table version. Both take the data and

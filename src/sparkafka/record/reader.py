@@ -1,4 +1,5 @@
-"""Decodes v2 record batches (magic 2): for tests, tools and checking what was sent (facts §1).
+"""Decodes v2 record batches (magic 2): for tests, tools and checking what was sent (Java
+``DefaultRecordBatch``, ``DefaultRecord``).
 
 How it works: ``decode_batches`` walks concatenated batches; for each it checks the length,
 the magic and the CRC-32C over bytes [21, end), decompresses the records and decodes them one by

@@ -21,7 +21,6 @@ handle over the batches the rows went to.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -29,7 +28,8 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError, KafkaError
+from sparkafka._topic import validate_topic_name
+from sparkafka.errors import InvalidRecordInputError, KafkaError
 from sparkafka.producer.arrow.bulk import check_record_sizes
 from sparkafka.producer.arrow.report import ArrowSendResult
 from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, encode_tails
@@ -47,7 +47,6 @@ __all__ = [
     "send_planned",
 ]
 
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
 class ProducerLike(Protocol):
@@ -162,7 +161,7 @@ def plan_columns(
     if ht is not None and not _headers_ok(ht):
         raise _wrong_type(str(headers_column), ht, _HEADERS_TYPE)
     if topic is not None:
-        check_topic_name(topic, "the topic option")
+        validate_topic_name(topic, "the topic option")
     elif tt is None:
         raise InvalidRecordInputError(
             "no topic: set the 'topic' option or add a string "
@@ -175,15 +174,6 @@ def plan_columns(
         partition=partition_column if pt is not None else None,
         headers=headers_column if ht is not None else None,
     )
-
-
-def check_topic_name(topic: object, where: str) -> str:
-    """Kafka's topic-name rule: 1-249 of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
-    if not isinstance(topic, str) or topic in (".", "..") or not _LEGAL_TOPIC.match(topic):
-        raise InvalidTopicNameError(
-            f"invalid topic name {topic!r} in {where}: it must be 1 to 249 characters of ASCII "
-            "letters, digits, '.', '_' or '-', and not '.' or '..'")
-    return topic
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -233,7 +223,7 @@ def _topics(plan: ColumnPlan, batch: pa.RecordBatch) -> tuple[str | None, list[s
             "is set")
     unique = pc.unique(col).to_pylist()
     for name in unique:
-        check_topic_name(name, f"column {plan.topic_column!r}")
+        validate_topic_name(name, f"column {plan.topic_column!r}")
     if len(unique) == 1:
         return str(unique[0]), None
     return None, col.to_pylist()

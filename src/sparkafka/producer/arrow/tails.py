@@ -1,7 +1,7 @@
 """Record bodies for whole Arrow columns at once (the bulk path's encoder; needs ``pyarrow``).
 
 How it works: a v2 record is ``length, attributes, timestampDelta, offsetDelta`` followed by what this module
-calls its *tail*: ``keyLength, key, valueLength, value, headerCount, headers`` (facts §1.4). Only the first
+calls its *tail*: ``keyLength, key, valueLength, value, headerCount, headers`` (Java ``DefaultRecord``). Only the first
 four fields depend on where the record lands in its batch; the tail depends on the row alone. ``encode_tails``
 builds the tails of every row of an Arrow batch with Arrow compute kernels (no Python object per row): lengths
 become zigzag varints by ``take`` from a table of ready-made encodings (index ``length + 1``, so a null's -1
