@@ -142,3 +142,30 @@ def test_rejected_tls_setups_fail_fast_with_a_typed_error(
     for info in (admin_info, send_info):
         assert not secrets_in(exception_texts(info.value))
     assert gw.stats.relayed == 0
+
+
+def test_an_alert_followed_by_a_reset_is_read_on_the_first_connection(
+    gateway: Callable[..., Gateway], certs: Certificates, unique_topic: Callable[[str], str]
+) -> None:
+    """A TLS 1.3 listener rejects a missing client certificate after the client's handshake is done: it sends
+    the alert and resets the connection. The client's first write (ApiVersions) then fails, but the alert
+    is in its receive buffer: it must be read and reported, not retried as a plain disconnect (before the
+    fix: up to 10 connections and 5.6 s until a read happened to come first)."""
+    gw = gateway(tls=certs.server_context(require_client_cert=True), tls_failure_reset=True)
+    conf = {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca)}
+    with pytest.raises(errors.AuthenticationError) as admin_info, AdminClient(gw.bootstrap, security=conf) as admin:
+        admin.metadata([])
+    assert "CERTIFICATE_REQUIRED" in str(admin_info.value)
+    assert "ssl.certificate.location" in str(admin_info.value)
+    assert gw.stats.connections == 1 and gw.stats.tls_failures == 1
+
+    producer = KafkaProducer({"bootstrap.servers": gw.bootstrap, "max.block.ms": 60_000, **conf})
+    try:
+        started = time.monotonic()
+        with pytest.raises(errors.AuthenticationError) as send_info:
+            producer.send(unique_topic("reset"), b"never delivered")
+        assert time.monotonic() - started < FAST_FAIL_S
+    finally:
+        producer.close(timeout=5)
+    assert "CERTIFICATE_REQUIRED" in str(send_info.value)
+    assert gw.stats.connections == 2 and gw.stats.relayed == 0

@@ -10,7 +10,9 @@ thread with blocking sockets:
    answered with a TLS alert record and the connection is closed, as a JVM (Kafka) TLS listener does for a
    plaintext client; otherwise the handshake runs, and a failed one (untrusted or missing client
    certificate under mutual TLS) is closed gracefully (write side shut, input drained) so the client
-   reads OpenSSL's alert instead of a reset.
+   reads OpenSSL's alert instead of a reset; with ``tls_failure_reset`` it is reset (``SO_LINGER`` 0) right
+   after the alert instead, as some TLS endpoints do, so a client writing before it reads sees the reset
+   first while the alert waits unread in its receive buffer.
 2. SASL (when ``users`` or ``oauth_tokens`` are given), like a Kafka SASL listener: ApiVersions is answered
    by the gateway itself (the upstream's API ranges plus SaslHandshake 0-1 and SaslAuthenticate 0-2; with
    ``legacy_sasl`` SaslAuthenticate is left out and SaslHandshake is v0 only, so clients must send raw
@@ -326,6 +328,7 @@ class Gateway:
         legacy_sasl: bool = False,
         session_lifetime_ms: int = 0,
         api_versions: Mapping[int, tuple[int, int]] | None = None,
+        tls_failure_reset: bool = False,
     ) -> None:
         if isinstance(upstream, str):
             up_host, _, up_port = upstream.rpartition(":")
@@ -334,6 +337,7 @@ class Gateway:
         self.host = host
         self.port = 0
         self._tls = tls
+        self._tls_failure_reset = tls_failure_reset
         self._users = dict(users or {})
         self._oauth_tokens = frozenset(oauth_tokens)
         self.sasl = users is not None or bool(oauth_tokens)
@@ -480,7 +484,10 @@ class Gateway:
             tls.do_handshake()
         except (ssl.SSLError, OSError):
             self._count("tls_failures")
-            _linger_close(tls)
+            if self._tls_failure_reset:
+                _reset_close(tls)
+            else:
+                _linger_close(tls)
             return None
         return tls
 
@@ -709,6 +716,14 @@ def _linger_close(sock: socket.socket) -> None:
         for _ in range(64):
             if not sock.recv(4096):
                 break
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+def _reset_close(sock: socket.socket) -> None:
+    """Close with a TCP reset (``SO_LINGER`` on with a zero timeout): what was sent before stays sent."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     with contextlib.suppress(OSError):
         sock.close()
 

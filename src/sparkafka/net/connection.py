@@ -27,8 +27,10 @@ byte has been written. Every failure closes the connection and fails every in-fl
 typed error: RequestTimedOutError (a request passed its deadline), NetworkExceptionError (connection
 lost), the ProtocolError raised by the decoder, AuthenticationError (TLS rejected, SASL rejected, a
 PLAINTEXT connection answered by a TLS listener's alert), or KafkaConnectionError / the handshake error
-for a connection that never became READY. Completed user callbacks are appended to ``completions`` and
-run by the owner after the I/O step (never re-entrantly).
+for a connection that never became READY. A failed write first reads what the peer sent: a listener that
+refuses us sends its alert (or an answer) and then resets, so the write sees the reset while the alert
+still waits in the receive buffer, and that alert, not the reset, is the error. Completed user callbacks
+are appended to ``completions`` and run by the owner after the I/O step (never re-entrantly).
 """
 
 from __future__ import annotations
@@ -846,7 +848,13 @@ class BrokerConnection:
             self._disconnect("the broker closed the connection")
 
     def _io_failed(self, op: str, exc: OSError) -> None:
-        """A socket error: TLS errors before READY are authentication failures, the rest a lost link."""
+        """A socket error: TLS errors before READY are authentication failures, the rest a lost link.
+
+        A failed write is not the whole story: a peer that refuses us (a TLS 1.3 listener rejecting the
+        client certificate after the handshake, a TLS listener answering a plaintext client) sends its
+        alert and then closes, often with a reset, so our next write fails (SSLEOFError, EPIPE,
+        ECONNRESET) while the alert still waits in the receive buffer. It is read first, and decides the
+        error; only when it says nothing is the failure a plain (retriable) disconnect."""
         if (
             isinstance(exc, ssl.SSLError)
             and not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
@@ -854,6 +862,12 @@ class BrokerConnection:
         ):
             self._close_with(handshake_error(exc, self.node_id, self.host, self.port))
             return
+        if op == "write" and self._sock is not None and self._protocol is not None:
+            protocol = self._protocol
+            log.debug("node %s: write failed (%s); reading what the peer sent first", self.node_id, exc)
+            self._read(self._clock.monotonic_ms())
+            if self.state is DISCONNECTED or self._protocol is not protocol:
+                return  # the peer's data (an alert, a response, its close) decided it
         self._disconnect(f"{op} failed: {exc}")
 
     def _complete(

@@ -296,7 +296,13 @@ class IdempotenceManager:
                 self._bump_refused = True
                 return False
             if code != 0:
-                exc = errors.error_for_code(code, "InitProducerId for the idempotent producer")
+                text = "InitProducerId for the idempotent producer"
+                if code == errors.CLUSTER_AUTHORIZATION_FAILED:
+                    # KafkaApis.handleInitProducerIdRequest: IDEMPOTENT_WRITE on the cluster, or since Kafka 3.0
+                    # (KIP-679) WRITE on any topic.
+                    text += (": not authorized to get a producer id; the principal needs WRITE on a topic (Kafka "
+                             "3.0+) or IDEMPOTENT_WRITE on the cluster, or set enable.idempotence=false")
+                exc = errors.error_for_code(code, text)
                 if not exc.retriable:
                     self.transition_to_fatal(exc)
                 else:

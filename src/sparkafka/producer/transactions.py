@@ -115,6 +115,16 @@ def fenced_error(detail: str = "") -> errors.ProducerFencedError:
     return errors.ProducerFencedError(_FENCED_MESSAGE + (f" ({detail})" if detail else ""))
 
 
+def _refusal(code: int, request: str, transactional_id: str | None) -> errors.BrokerError:
+    """The error for a transactional request the broker refused; an authorization failure says what is missing."""
+    if code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        # Kafka's authorizer: FindCoordinator needs DESCRIBE, InitProducerId, AddPartitionsToTxn and EndTxn
+        # WRITE on the TransactionalId resource (WRITE implies DESCRIBE).
+        return errors.error_for_code(code, f"{request}: not authorized to use transactional.id "
+                                           f"{transactional_id!r}; the principal needs WRITE on that TransactionalId")
+    return errors.error_for_code(code, request)
+
+
 class TransactionalRequestResult:
     """What a user call (init/commit/abort) waits on. After a ``wait`` timed out, a repeated call of the
     same operation gets this result back until a ``wait`` sees it complete (``acked``, Java ``isAcked``)."""
@@ -393,7 +403,7 @@ class TransactionManager(IdempotenceManager):
             elif code in _FENCED:
                 self.transition_to_fatal(fenced_error("InitProducerId"))
             else:
-                self.transition_to_fatal(errors.error_for_code(code, "InitProducerId"))
+                self.transition_to_fatal(_refusal(code, "InitProducerId", self.transactional_id))
 
         req = TxnRequest(API_INIT_PRODUCER_ID, body, _PRI_INIT_PRODUCER_ID, True, on_response, result)
         return req
@@ -564,7 +574,7 @@ class TransactionManager(IdempotenceManager):
                     hint = (f"; the coordinator aborts a transaction that outlives transaction.timeout.ms "
                             f"({self.transaction_timeout_ms} ms, capped by the broker's "
                             "transaction.max.timeout.ms): raise it or commit sooner")
-                self.transition_to_fatal(errors.error_for_code(code, "EndTxn" + hint))
+                self.transition_to_fatal(_refusal(code, "EndTxn" + hint, self.transactional_id))
 
         req = TxnRequest(API_END_TXN, body, _PRI_END_TXN, True, on_response, result,
                          max_version=None if self.transaction_v2 else END_TXN_MAX_VERSION_TRANSACTIONS_V1)
@@ -605,7 +615,7 @@ class TransactionManager(IdempotenceManager):
                     elif code in _FENCED:
                         fatal = fenced_error("AddPartitionsToTxn")
                     elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.INVALID_TXN_STATE):
-                        fatal = errors.error_for_code(code, "AddPartitionsToTxn")
+                        fatal = _refusal(code, "AddPartitionsToTxn", self.transactional_id)
                     elif code in (errors.UNKNOWN_PRODUCER_ID, errors.INVALID_PRODUCER_ID_MAPPING):
                         self._bump_required = True
                         failure = errors.error_for_code(code, f"AddPartitionsToTxn for {tp[0]}-{tp[1]}")
@@ -646,7 +656,7 @@ class TransactionManager(IdempotenceManager):
             elif code == 0 or errors.error_class_for_code(code).retriable:
                 self._retry(req)
             else:
-                self.transition_to_fatal(errors.error_for_code(code, "FindCoordinator"))
+                self.transition_to_fatal(_refusal(code, "FindCoordinator", self.transactional_id))
 
         req = TxnRequest(API_FIND_COORDINATOR, body, _PRI_FIND_COORDINATOR, False, on_response,
                          is_find_coordinator=True)
