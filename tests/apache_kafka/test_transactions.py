@@ -101,7 +101,7 @@ def test_a_fenced_producer_commits_nothing(cluster: tuple[KafkaCluster, int],
         for i in range(300):
             new.send(topic, b"new-%d" % i)
         new.commit_transaction(30)
-        with pytest.raises((errors.ProducerFencedError, errors.error_class_for_code(errors.INVALID_PRODUCER_EPOCH))):
+        with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError)):
             old.commit_transaction(30)
     finally:
         old.close(5)
@@ -124,7 +124,7 @@ def test_a_transaction_past_its_timeout_fails_loudly(cluster: tuple[KafkaCluster
         producer.flush(30)
         time.sleep(4)  # the coordinator aborts it (timeout 1.5 s, checked every second on these nodes)
         # V2: INVALID_TXN_STATE; V1: the epoch was bumped, so PRODUCER_FENCED (Java throws the same classes)
-        with pytest.raises((errors.error_class_for_code(48), errors.ProducerFencedError),  # 48: INVALID_TXN_STATE
+        with pytest.raises((errors.InvalidTxnStateError, errors.ProducerFencedError),
                            match=r"transaction.timeout.ms \(1500 ms"):
             producer.commit_transaction(30)
     finally:
