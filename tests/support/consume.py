@@ -21,6 +21,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from sparkafka.net.admin import AdminClient as SparkafkaAdmin
+
 __all__ = ["ConsumedRecord", "consume_all", "create_topic", "partition_count"]
 
 
@@ -145,7 +147,7 @@ def create_topic(
 ) -> None:
     """Create ``name`` through CreateTopics and wait until all its partitions have a leader.
 
-    Works on Tansu. The librdkafka mock cluster has no CreateTopics: use
+    Works on Apache Kafka and Tansu. The librdkafka mock cluster has no CreateTopics: use
     ``MockCluster.create_topic`` there.
     """
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -165,7 +167,11 @@ def create_topic(
         entry = admin.list_topics(topic=name, timeout=timeout).topics.get(name)
         if (entry is not None and entry.error is None and len(entry.partitions) >= partitions
                 and all(p.leader >= 0 for p in entry.partitions.values())):
-            return
+            break
         if time.monotonic() >= deadline:
             raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout}s")
         time.sleep(0.1)
+    # Apache Kafka names a leader in Metadata a moment before that leader accepts writes (it answers
+    # NOT_LEADER_OR_FOLLOWER meanwhile): ListOffsets, retried until every leader answers, waits for that.
+    with SparkafkaAdmin(bootstrap, request_timeout_ms=timeout * 1000) as ours:
+        ours.list_offsets(name, timeout_ms=max(1000.0, (deadline - time.monotonic()) * 1000))
