@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+from sparkafka.errors import error_class_for_code, error_name
 from sparkafka.net.admin import AdminClient
 from sparkafka.protocol.framing import KafkaProtocol
 from sparkafka.protocol.messages import PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
@@ -95,6 +96,23 @@ def _frame(leader: _Leader, topic: str, producer_id: int, epoch: int, sequences:
     return b"".join(pieces)
 
 
+def _init_producer_id(admin: AdminClient, timeout_s: float = 60.0) -> dict[str, Any]:
+    """InitProducerId, retried while the broker answers with a retriable error (a node that has just
+    started answers COORDINATOR_LOAD_IN_PROGRESS until its producer-id manager is ready), as Java's
+    TransactionManager retries it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        _, answer = admin._call(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": None, "transaction_timeout_ms": 2147483647,
+            "producer_id": -1, "producer_epoch": -1})
+        code = int(answer.get("error_code") or 0)
+        if code == 0:
+            return answer
+        if not error_class_for_code(code).retriable or time.monotonic() > deadline:
+            raise SystemExit(f"InitProducerId failed with {error_name(code)} ({code})")
+        time.sleep(0.1)
+
+
 def run_ceiling(bootstrap_servers: str, topic: str, records: int, batch_size: int, key_size: int,
                 value_size: int, max_request_size: int = MAX_REQUEST_SIZE) -> dict[str, Any]:
     with AdminClient(bootstrap_servers) as admin:
@@ -108,11 +126,7 @@ def run_ceiling(bootstrap_servers: str, topic: str, records: int, batch_size: in
             if node is None:
                 raise SystemExit(f"{topic}-{p} has no leader")
             by_leader.setdefault(node, []).append(p)
-        _, answer = admin._call(ApiKey.INIT_PRODUCER_ID, {
-            "transactional_id": None, "transaction_timeout_ms": 2147483647,
-            "producer_id": -1, "producer_epoch": -1})
-        if answer.get("error_code"):
-            raise SystemExit(f"InitProducerId failed with error code {answer['error_code']}")
+        answer = _init_producer_id(admin)
         producer_id, epoch = int(answer["producer_id"]), int(answer["producer_epoch"])
         versions = {}
         for node in by_leader:

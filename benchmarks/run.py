@@ -1,11 +1,12 @@
-"""Producer benchmark: sparkafka vs confluent-kafka, aiokafka and kafka-python, in one run.
+"""Producer benchmark: sparkafka vs confluent-kafka, aiokafka, kafka-python and the Java producer, in one run.
 
-Usage: ``python benchmarks/run.py`` (about 8 minutes on 2 cores; 12 with ``--repeat 3``). Options: ``--quick`` (a tenth of
-the records, for a smoke test), ``--scale X`` (multiply every record count), ``--repeat N`` (runs per
-client and workload, default 2, the best is reported: other load on the machine only ever slows a
-run down), ``--thread-rounds N`` (rounds of the threads block, default 5), ``--clients``,
-``--workloads``, ``--bootstrap-servers`` (an external broker instead of the embedded Tansu),
-``--broker mock`` (a librdkafka mock cluster instead), ``--out DIR`` (default ``docs/bench``).
+Usage: ``python benchmarks/run.py`` (about 8 minutes on 2 cores; 12 with ``--repeat 3``). Options:
+``--quick`` (a tenth of the records, for a smoke test), ``--scale X`` (multiply every record count),
+``--repeat N`` (runs per client and workload, default 2, the best is reported: other load on the
+machine only ever slows a run down), ``--thread-rounds N`` (rounds of the threads block, default 5),
+``--clients``, ``--workloads``, ``--bootstrap-servers`` (an external broker instead of the embedded
+Tansu), ``--broker mock`` (a librdkafka mock cluster instead), ``--broker kafka`` (one Apache Kafka
+node, with the Java producer as a peer), ``--out DIR`` (default ``docs/bench``).
 
 How it works: one broker serves the whole run (an embedded Tansu unless ``--bootstrap-servers`` is
 given). Before each (workload, client) run the embedded broker is restarted, so every run starts
@@ -17,27 +18,33 @@ latency percentiles. Record counts are fixed per (workload, client) so each run 
 rates do not depend on the count once batches are flowing.
 
 Workloads: ``keyed-100`` (8-byte keys, 100-byte values), ``keyed-100-lz4``, ``keyed-1k`` (1 KB
-values), ``keyless-100`` (sticky partitioning), ``threads-1/2/4/8`` (keyed-100 from N threads sharing
-one producer; sparkafka and confluent-kafka; the four run in interleaved rounds, and thread scaling is
-the median over rounds of N threads' records/s divided by one thread's in the same round, so it
-compares runs made under the same machine load; the ratio of the best runs and the CPython reference
-from ``gil_reference.py`` are printed next to it), ``arrow`` (10,000-row Arrow batches:
-``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka), ``arrow-256k`` (the same
-with batch.size 262144 for both clients: with 16 KB batches the embedded Tansu spends about as much CPU
-per batch as the bulk path itself, so the broker, not the client, sets the pace), ``keyed-100-256k``
-(keyed-100 per-record at batch.size 262144: the per-record run with arrow-256k's settings). Both
-Arrow workloads also run the
-``ceiling`` (``broker_ceiling.py``): not a client but pre-built Produce requests of full batches sent
-as fast as the broker answers, the most any producer can reach against that broker at that
-batch.size on this machine. ``--broker mock``
-runs the workloads against a librdkafka mock cluster instead (3 brokers, C, a new one per run,
-``mock_broker.py``), which needs far less CPU per batch than Tansu. Settings for every
-client: acks=all, idempotence on, linger.ms=5, batch size 16384 (unless named), compression none (lz4
-where named).
+values), ``keyless-100`` (sticky partitioning), ``keyless-100-lz4``, ``threads-1/2/4/8`` (keyed-100
+from N threads sharing one producer; sparkafka and confluent-kafka; the four run in interleaved
+rounds, and thread scaling is the median over rounds of N threads' records/s divided by one thread's
+in the same round, so it compares runs made under the same machine load; the ratio of the best runs
+and the CPython reference from ``gil_reference.py`` are printed next to it), ``arrow`` (10,000-row
+Arrow batches: ``send_arrow`` for sparkafka, ``to_pylist`` + ``produce`` for confluent-kafka),
+``arrow-256k`` (the same with batch.size 262144 for both clients: with 16 KB batches the embedded
+Tansu spends about as much CPU per batch as the bulk path itself, so the broker, not the client, sets
+the pace), ``keyed-100-256k`` (keyed-100 per-record at batch.size 262144: the per-record run with
+arrow-256k's settings). Both Arrow workloads also run the ``ceiling`` (``broker_ceiling.py``): not a
+client but pre-built Produce requests of full batches sent as fast as the broker answers, the most any
+producer can reach against that broker at that batch.size on this machine.
 
-Output: a table per workload with each client's numbers and the ratio of sparkafka to each peer,
-saved with the raw results under ``--out`` (``results.json``, ``results.md``) and a PNG chart
-(``throughput.png``).
+Brokers: ``--broker mock`` runs the workloads against a librdkafka mock cluster instead (3 brokers, C,
+a new one per run, ``mock_broker.py``), which needs far less CPU per batch than Tansu. ``--broker
+kafka`` starts one Apache Kafka node (KRaft, ``tests/support/kafka_cluster.py``, the release of
+``jvm/pom.xml``) for the whole run; each run gets a fresh topic, deleted afterwards. With it the Java
+producer joins as a peer (``java_peer.py``; name them in ``--clients`` to run them on another broker):
+``java``, Kafka's ``KafkaProducer`` in the worker's loop (a callback per record) on the keyed
+workloads, and ``java-perf``, Kafka's own ``ProducerPerformance`` on the keyless ones, each in a JVM
+with the same fixed heap and a JIT warm-up run before the timed one. Settings for every client:
+acks=all, idempotence on (aiokafka: only on Apache Kafka, Tansu refuses it), linger.ms=5, batch size
+16384 (unless named), compression none (lz4 where named).
+
+Output: a table per workload with each client's numbers and the ratio of sparkafka to each peer (and a
+line of the ratios to the Java producer), saved with the raw results under ``--out``
+(``results.json``, ``results.md``) and a PNG chart (``throughput.png``).
 """
 
 from __future__ import annotations
@@ -64,9 +71,18 @@ PARTITIONS = 6
 CLIENTS = ("sparkafka", "confluent", "aiokafka", "kafka-python")
 CEILING = "ceiling"
 """Not a client: ``broker_ceiling.py``, the broker's limit (run with the bulk workloads)."""
-ALL_CLIENTS = (*CLIENTS, CEILING)
+JAVA = "java"
+"""Kafka's KafkaProducer in the worker's loop (``java/KeyedProducerBench.java``, via ``java_peer.py``)."""
+JAVA_PERF = "java-perf"
+"""Kafka's own ProducerPerformance (kafka-tools), keyless workloads only (``java_peer.py``)."""
+JAVA_CLIENTS = (JAVA, JAVA_PERF)
+ALL_CLIENTS = (*CLIENTS, *JAVA_CLIENTS, CEILING)
 SLOW = ("aiokafka", "kafka-python")
 RUN_TIMEOUT_S = 240
+KAFKA_HEAP = "1g"
+"""Heap of the Apache Kafka node of ``--broker kafka`` (-Xms = -Xmx)."""
+BROKER_WARMUP_RECORDS = 3_000_000
+"""Records of the untimed warm-up of the Apache Kafka node (times ``--scale``, at least a tenth)."""
 
 
 @dataclass(frozen=True)
@@ -93,11 +109,14 @@ class Workload:
 
 
 WORKLOADS: tuple[Workload, ...] = (
-    Workload("keyed-100", "8-byte keys, 100-byte values"),
-    Workload("keyed-100-lz4", "8-byte keys, 100-byte values, lz4", compression="lz4"),
+    Workload("keyed-100", "8-byte keys, 100-byte values", clients=(*CLIENTS, JAVA)),
+    Workload("keyed-100-lz4", "8-byte keys, 100-byte values, lz4", compression="lz4", clients=(*CLIENTS, JAVA)),
     Workload("keyed-1k", "8-byte keys, 1 KB values", value_size=1024, records_fast=600_000,
-             records_slow=100_000),
-    Workload("keyless-100", "no key (sticky partitioner), 100-byte values", key_size=0),
+             records_slow=100_000, clients=(*CLIENTS, JAVA)),
+    Workload("keyless-100", "no key (sticky partitioner), 100-byte values", key_size=0,
+             clients=(*CLIENTS, JAVA_PERF)),
+    Workload("keyless-100-lz4", "no key (sticky partitioner), 100-byte values, lz4", key_size=0,
+             compression="lz4", clients=("sparkafka", "confluent", JAVA_PERF)),
     Workload("threads-1", "keyed-100 from 1 thread, in the same rounds as threads-2/4/8 (their baseline)",
              clients=("sparkafka", "confluent"), group="threads"),
     Workload("threads-2", "keyed-100 from 2 threads", threads=2, clients=("sparkafka", "confluent"), group="threads"),
@@ -108,7 +127,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("arrow-256k", "keyed-100 from 10,000-row Arrow batches, batch.size 262144 for both clients",
              arrow=True, batch_size=262144, clients=("sparkafka", "confluent", CEILING), records_fast=4_000_000),
     Workload("keyed-100-256k", "keyed-100 with batch.size 262144 (the per-record run at arrow-256k's settings)",
-             batch_size=262144, clients=("sparkafka", "confluent")),
+             batch_size=262144, clients=("sparkafka", "confluent", JAVA)),
 )
 PER_RECORD_BASELINE = {"arrow": "keyed-100", "arrow-256k": "keyed-100-256k"}
 """The per-record workload with the same settings as each bulk workload (same batch.size)."""
@@ -117,12 +136,14 @@ PER_RECORD_BASELINE = {"arrow": "keyed-100", "arrow-256k": "keyed-100-256k"}
 # ------------------------------------------------------------------------------------------- broker
 class Broker:
     """The embedded Tansu broker (restarted before each run), a librdkafka mock cluster (a new one per
-    run, ``mock_broker.py``) or an external broker."""
+    run, ``mock_broker.py``), one Apache Kafka node for the whole run (``tests/support/kafka_cluster.py``;
+    a fresh topic per run, deleted after it) or an external broker."""
 
     def __init__(self, servers: str | None, kind: str = "tansu") -> None:
         self.external = servers
         self.kind = kind
         self.embedded: Any = None
+        self.kafka: Any = None
         self.mock: subprocess.Popen[str] | None = None
         self.mock_servers = ""
 
@@ -133,6 +154,14 @@ class Broker:
                 yield self
             finally:
                 self._stop_mock()
+            return
+        if self.kind == "kafka":
+            sys.path.insert(0, os.path.join(ROOT, "tests"))
+            from support.kafka_cluster import KafkaCluster
+
+            with KafkaCluster(nodes=1, name="bench", heap=KAFKA_HEAP) as cluster:
+                self.kafka = cluster
+                yield self
             return
         from sparkafka.broker import EmbeddedBroker
 
@@ -146,7 +175,20 @@ class Broker:
             return self.external
         if self.kind == "mock":
             return self.mock_servers
+        if self.kafka is not None:
+            return str(self.kafka.bootstrap)
         return str(self.embedded.bootstrap_servers)
+
+    def done(self, topic: str) -> None:
+        """After a run on Apache Kafka: delete its topic (its log is on disk; the next run has its own)."""
+        if self.kafka is None:
+            return
+        from confluent_kafka.admin import AdminClient
+
+        futures = AdminClient({"bootstrap.servers": self.servers}).delete_topics([topic], operation_timeout=30)
+        for future in futures.values():
+            with contextlib.suppress(Exception):
+                future.result(60)
 
     def _stop_mock(self) -> None:
         if self.mock is not None:
@@ -188,10 +230,14 @@ def run_one(broker: Broker, workload: Workload, client: str, scale: float) -> di
            "--threads", str(workload.threads), "--batch-size", str(workload.batch_size)]
     if workload.arrow:
         cmd.append("--arrow")
+    if client == "aiokafka" and broker.kind == "kafka" and not broker.external:
+        cmd.append("--aiokafka-idempotence")  # Apache Kafka grants aiokafka's InitProducerId (Tansu does not)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         return {"client": client, "error": f"timed out after {RUN_TIMEOUT_S} s"}
+    finally:
+        broker.done(topic)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
@@ -202,9 +248,27 @@ def run_one(broker: Broker, workload: Workload, client: str, scale: float) -> di
     return result
 
 
+def warm_up_broker(broker: Broker, scale: float) -> None:
+    """Runs before the first measured run on Apache Kafka, not reported: the ``ceiling`` run (pre-built
+    Produce requests, next to no client CPU) for ``BROKER_WARMUP_RECORDS`` records, so the broker's JIT
+    has compiled its produce path before any client is timed."""
+    warm = Workload("broker-warmup", "not reported", clients=(CEILING,),
+                    records_fast=BROKER_WARMUP_RECORDS, records_slow=BROKER_WARMUP_RECORDS)
+    result = run_one(broker, warm, CEILING, max(scale, 0.1))
+    state = result.get("error") or f"{result['records_per_second']:,.0f} rec/s"
+    print(f"{'broker warm-up':14s} {CEILING:13s} {state} (not reported)", file=sys.stderr, flush=True)
+
+
 # ------------------------------------------------------------------------------------------- reporting
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _ratio(ours: dict[str, Any], theirs: dict[str, Any], field: str) -> str:
+    """``ours[field] / theirs[field]`` as ``1.23x``; ``-`` when either is missing (ProducerPerformance
+    reports no send-loop rate)."""
+    a, b = ours.get(field), theirs.get(field)
+    return "-" if a is None or not b else _fmt(a / b, 2) + "x"
 
 
 def table(workload: Workload, results: list[dict[str, Any]]) -> str:
@@ -221,14 +285,14 @@ def table(workload: Workload, results: list[dict[str, Any]]) -> str:
             continue
         pct = r.get("percentiles_ms") or {}
         if ours is not None and r is not ours:
-            ratio = _fmt(ours["records_per_second"] / r["records_per_second"], 2) + "x"
-            send_ratio = _fmt(ours["send_records_per_second"] / r["send_records_per_second"], 2) + "x"
-            cpu_ratio = _fmt(ours["cpu_seconds_per_million"] / r["cpu_seconds_per_million"], 2) + "x"
+            ratio = _ratio(ours, r, "records_per_second")
+            send_ratio = _ratio(ours, r, "send_records_per_second")
+            cpu_ratio = _ratio(ours, r, "cpu_seconds_per_million")
         else:
             ratio = send_ratio = cpu_ratio = ""
         rows.append(
             f"| {r['client']} | {_fmt(r['records_per_second'], 0)} | {_fmt(r['mb_per_second'], 2)} "
-            f"| {_fmt(r['send_records_per_second'], 0)} | {_fmt(r['cpu_seconds_per_million'], 2)} "
+            f"| {_fmt(r.get('send_records_per_second'), 0)} | {_fmt(r['cpu_seconds_per_million'], 2)} "
             f"| {_fmt(r['peak_rss_mb'], 0)} | {_fmt(pct.get('p50'))} | {_fmt(pct.get('p99'))} "
             f"| {ratio} | {send_ratio} | {cpu_ratio} |")
     return "\n".join(rows)
@@ -304,7 +368,34 @@ def machine() -> str:
             + ", ".join(versions))
 
 
-def chart(all_results: dict[str, list[dict[str, Any]]], path: str) -> bool:
+def kafka_version() -> str:
+    """The Apache Kafka release of ``jvm/pom.xml`` (the broker and the Java peers)."""
+    with open(os.path.join(ROOT, "jvm", "pom.xml"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.find("<kafka.version>") + len("<kafka.version>")
+    return text[start:text.find("</kafka.version>", start)]
+
+
+def java_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
+    """sparkafka against the Java producer, workload by workload: records/s and CPU per record."""
+    parts = []
+    for workload in WORKLOADS:
+        rs = {r["client"]: r for r in all_results.get(workload.name, []) if "error" not in r}
+        ours = rs.get("sparkafka")
+        for client, label in ((JAVA, "KafkaProducer"), (JAVA_PERF, "ProducerPerformance")):
+            theirs = rs.get(client)
+            if ours is None or theirs is None:
+                continue
+            parts.append(f"{workload.name} {_ratio(ours, theirs, 'records_per_second')} {label}'s records/s at "
+                         f"{_ratio(ours, theirs, 'cpu_seconds_per_million')} its CPU per record")
+    return ("sparkafka / the Java producer (same run, same broker): " + "; ".join(parts)) if parts else ""
+
+
+LABELS = {JAVA: "java (KafkaProducer)", JAVA_PERF: "java-perf (ProducerPerformance)",
+          CEILING: "broker ceiling"}
+
+
+def chart(all_results: dict[str, list[dict[str, Any]]], path: str, broker_name: str) -> bool:
     """Grouped bars of records/s per workload and client (False if matplotlib is missing)."""
     try:
         import matplotlib
@@ -316,7 +407,7 @@ def chart(all_results: dict[str, list[dict[str, Any]]], path: str) -> bool:
     names = [w for w in all_results if all_results[w]]
     clients = [c for c in ALL_CLIENTS if any(r["client"] == c for rs in all_results.values() for r in rs)]
     colors = {"sparkafka": "#d62728", "confluent": "#1f77b4", "aiokafka": "#2ca02c", "kafka-python": "#9467bd",
-              "ceiling": "#bbbbbb"}
+              "java": "#ff7f0e", "java-perf": "#8c564b", "ceiling": "#bbbbbb"}
     fig, ax = plt.subplots(figsize=(12, 5.5))
     width = 0.8 / max(1, len(clients))
     for ci, client in enumerate(clients):
@@ -326,12 +417,12 @@ def chart(all_results: dict[str, list[dict[str, Any]]], path: str) -> bool:
                 if r["client"] == client and "error" not in r:
                     xs.append(wi + (ci - (len(clients) - 1) / 2) * width)
                     ys.append(r["records_per_second"] / 1000.0)
-        bars = ax.bar(xs, ys, width, label=client, color=colors.get(client))
+        bars = ax.bar(xs, ys, width, label=LABELS.get(client, client), color=colors.get(client))
         ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
     ax.set_xticks(range(len(names)), names, rotation=15)
     ax.set_ylabel("thousand records/s (acknowledged)")
-    ax.set_title("Producer throughput: acks=all, idempotence (not aiokafka: Tansu refuses it), linger 5 ms, "
-                 "batch 16 KB; one local Tansu broker", fontsize=10)
+    ax.set_title(f"Producer throughput: acks=all, idempotence, linger 5 ms, batch 16 KB unless named; {broker_name}",
+                 fontsize=9)
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -378,10 +469,12 @@ def bulk_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", default=None, help="default: an embedded Tansu broker")
-    parser.add_argument("--broker", choices=("tansu", "mock"), default="tansu",
-                        help="without --bootstrap-servers: the embedded Tansu (default) or a librdkafka "
-                             "mock cluster of 3 brokers in its own process")
-    parser.add_argument("--clients", nargs="+", default=list(ALL_CLIENTS), choices=ALL_CLIENTS)
+    parser.add_argument("--broker", choices=("tansu", "mock", "kafka"), default="tansu",
+                        help="without --bootstrap-servers: the embedded Tansu (default), a librdkafka "
+                             "mock cluster of 3 brokers in its own process, or one Apache Kafka node "
+                             "(make kafka fetches it)")
+    parser.add_argument("--clients", nargs="+", default=None, choices=ALL_CLIENTS,
+                        help="default: all; the Java peers only with --broker kafka unless named")
     parser.add_argument("--workloads", nargs="+", default=[w.name for w in WORKLOADS],
                         choices=[w.name for w in WORKLOADS])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every record count")
@@ -394,6 +487,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "bench"), help="output directory")
     args = parser.parse_args(argv)
     scale = args.scale * (0.1 if args.quick else 1.0)
+    if args.clients is None:
+        java = args.broker == "kafka" and not args.bootstrap_servers
+        args.clients = [c for c in ALL_CLIENTS if java or c not in JAVA_CLIENTS]
+    chosen = [w for w in WORKLOADS if w.name in args.workloads]
+    java_settings = ""
+    if any(c in args.clients for w in chosen for c in w.clients if c in JAVA_CLIENTS):
+        import java_peer
+
+        java_peer.build()  # once, before the clock: `mvn -q package` when the jar is missing or stale
+        java_settings = java_peer.settings_line()
     os.makedirs(args.out, exist_ok=True)
 
     started = time.monotonic()
@@ -401,13 +504,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds: dict[str, list[dict[str, Any]]] = {}  # every run, not only the best (for per-round ratios)
     broker = Broker(args.bootstrap_servers, args.broker)
     with broker.running():
-        chosen = [w for w in WORKLOADS if w.name in args.workloads]
         blocks_to_run: list[list[Workload]] = []
         for workload in chosen:  # consecutive workloads of one group form one interleaved block
             if blocks_to_run and workload.group and blocks_to_run[-1][0].group == workload.group:
                 blocks_to_run[-1].append(workload)
             else:
                 blocks_to_run.append([workload])
+        if broker.kafka is not None:  # the broker is a JVM too: JIT its produce path before the first run
+            warm_up_broker(broker, scale)
         for block in blocks_to_run:
             best: dict[tuple[str, str], dict[str, Any]] = {}
             repeat = max(args.repeat, args.thread_rounds) if block[0].group == "threads" else args.repeat
@@ -433,10 +537,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               if (workload.name, c) in best]
     elapsed = time.monotonic() - started
 
+    short_name = {"kafka": f"one Apache Kafka {kafka_version()} node", "mock": "librdkafka mock cluster",
+                  "tansu": "one embedded Tansu broker"}[args.broker]
     if args.bootstrap_servers:
-        broker_name = "external " + args.bootstrap_servers
+        broker_name = short_name = "external " + args.bootstrap_servers
     elif args.broker == "mock":
         broker_name = "librdkafka mock cluster (3 brokers, in-memory, its own process)"
+    elif args.broker == "kafka":
+        broker_name = (f"Apache Kafka {kafka_version()} (one KRaft node, its own JVM with -Xms{KAFKA_HEAP} "
+                       f"-Xmx{KAFKA_HEAP}, log on disk, a fresh topic per run)")
     else:
         broker_name = "embedded Tansu (in-memory)"
     header = (f"Machine: {machine()}. Broker: {broker_name}. "
@@ -444,6 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               + (f" ({max(args.repeat, args.thread_rounds)} for threads-N)" if "threads-1" in rounds else "")
               + f". Run took {elapsed:.0f} s.")
     blocks = [header]
+    if java_settings:
+        blocks.append(java_settings)
     for workload in WORKLOADS:
         if all_results.get(workload.name):
             blocks.append(table(workload, all_results[workload.name]))
@@ -451,9 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = scaling_line(all_results, client, rounds)
         if line:
             blocks.append("Thread scaling: " + line)
-    line = bulk_line(all_results)
-    if line:
-        blocks.append(line)
+    for line in (bulk_line(all_results), java_line(all_results)):
+        if line:
+            blocks.append(line)
     reference = gil_reference_line([n for n in (2, 4, 8) if all_results.get(f"threads-{n}")])
     if reference:
         blocks.append(reference)
@@ -464,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"machine": machine(), "seconds": elapsed, "results": all_results, "runs": rounds}, f, indent=1)
     png = os.path.join(args.out, "throughput.png")
-    if chart(all_results, png):
+    if chart(all_results, png, short_name):
         print(f"\nchart: {os.path.relpath(png, ROOT)}")
     failed = sum(1 for rs in all_results.values() for r in rs if "error" in r)
     return 1 if failed else 0

@@ -20,6 +20,9 @@ the latency is send to acknowledgement). The client-specific parts are small:
   ``fut.add_done_callback(cb)``, then ``await producer.flush()``.
 * ``ceiling``: not a client but the broker's limit: ``broker_ceiling.py`` sends pre-built Produce
   requests of full batches (its docstring).
+* ``java``, ``java-perf``: the Java producer in a JVM of its own (``java_peer.py``): the same loop
+  through ``KafkaProducer.send`` with a callback per record, and Kafka's own ``ProducerPerformance`` for
+  keyless records; both get this run's payload bytes and report CPU and peak RSS of the JVM.
 
 Settings are the same for all: acks=all, idempotence on, linger 5 ms, batch size 16384 bytes,
 compression none or lz4. Prints one JSON object (records/s, MB/s, send-loop rate, CPU seconds,
@@ -51,7 +54,7 @@ from sparkafka.cli.perf import (
     run_perf,
 )
 
-CLIENTS = ("sparkafka", "confluent", "kafka-python", "aiokafka", "ceiling")
+CLIENTS = ("sparkafka", "confluent", "kafka-python", "aiokafka", "ceiling", "java", "java-perf")
 ARROW_ROWS = 10_000
 BATCH_SIZE = 16384
 LINGER_MS = 5
@@ -387,9 +390,21 @@ def run_aiokafka(run: Run) -> dict[str, Any]:
     return run.result("aiokafka")
 
 
+# ------------------------------------------------------------------------------------------- Java
+def run_java(run: Run) -> dict[str, Any]:
+    """The Java producer (``java_peer.py``): a JVM of its own, so its CPU and RSS are its own."""
+    import java_peer
+
+    a = run.args
+    return java_peer.run(a.client, bootstrap=a.bootstrap_servers, topic=run.topic, records=run.n,
+                         payload=run.payload, key_size=a.key_size, compression=a.compression,
+                         batch_size=a.batch_size, sample_every=a.sample_every)
+
+
 RUNNERS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "sparkafka": run_sparkafka, "confluent": run_confluent,
     "kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "ceiling": run_ceiling,
+    "java": run_java, "java-perf": run_java,
 }
 
 
@@ -414,6 +429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("aiokafka runs in one event loop: --threads must be 1")
     if args.arrow and args.client not in ("sparkafka", "confluent", "ceiling"):
         parser.error("--arrow is for sparkafka and confluent (and the ceiling run, which ignores it)")
+    if args.client in ("java", "java-perf") and (args.threads != 1 or args.arrow):
+        parser.error("the Java peers run one sending thread and no Arrow batches")
+    if args.client == "java-perf" and args.key_size:
+        parser.error("java-perf (ProducerPerformance) runs keyless workloads: --key-size 0")
     if args.client == "ceiling" and (args.threads != 1 or args.compression != "none"):
         parser.error("the ceiling run (benchmarks/broker_ceiling.py) has one thread and no compression")
     result = RUNNERS[args.client](Run(args))

@@ -1,0 +1,262 @@
+"""Spark's own Kafka sink against the sparkafka sink and Spark's noop sink: the same rows, one Spark master.
+
+Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders|keyed-100``,
+``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
+local[2,4]``, ``--batch-size 16384``, ``--bootstrap-servers`` for a running broker, ``--out DIR``,
+default ``docs/bench/spark``).
+
+How it works: Spark's Kafka connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``, the version of
+``benchmarks/spark-kafka/pom.xml``) is copied from Maven Central by ``mvn dependency:copy-dependencies``
+into ``.cache/spark-kafka/jars`` once (again when the pom changes) and put on the session's classpath
+(``spark.jars``). One Apache Kafka node (``tests/support/kafka_cluster.py``) serves every run unless
+``--bootstrap-servers`` is given; one Spark session (``--master``) runs every write. The rows are built
+inside Spark by JVM expressions, identically for every run: ``orders`` is the pipeline's order events
+shaped by ``shape_records`` (string key, JSON value, three headers), ``keyed-100`` the producer suite's
+keyed workload (8-byte keys from a pool of 65,536, one 100-byte value). Each run writes the same
+DataFrame with the same options (``kafka.bootstrap.servers``, ``topic``, and ``kafka.acks=all``,
+``kafka.enable.idempotence=true``, ``kafka.linger.ms=5``, ``kafka.batch.size``) through one sink:
+
+* ``noop``: Spark's ``noop`` sink, the cost of building the rows alone (the ceiling of both Kafka sinks);
+* ``kafka``: ``df.write.format("kafka")``, Spark's own sink (a JVM KafkaProducer per executor);
+* ``sparkafka``: ``df.write.format("sparkafka")`` (Arrow batches to the Python producer).
+
+Every sink runs once on a few rows first (JIT, Python workers), not reported; then ``--repeat``
+interleaved rounds (noop, kafka, sparkafka, noop, ...), the fastest run of each sink reported. Each
+Kafka run writes to a fresh topic with the same partition count, read back and counted by
+confluent-kafka afterwards (not timed), then deleted. Reported: rows/s (wall time of ``save()``), CPU
+seconds per million rows of the Spark process tree (the driver JVM, which runs the executors in local
+mode, and its Python workers; from ``/proc``, children reaped during the run included), the records
+read back, and sparkafka's rate divided by each sink's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+POM = HERE / "spark-kafka" / "pom.xml"
+JARS = ROOT / ".cache" / "spark-kafka" / "jars"
+STAMP = JARS / ".copied-stamp"
+SINKS = ("noop", "kafka", "sparkafka")
+KEY_POOL = 1 << 16
+WARMUP_ROWS = 50_000
+MVN_TIMEOUT_S = 900
+
+
+def connector_version() -> str:
+    text = POM.read_text(encoding="utf-8")
+    start = text.index("<spark.version>") + len("<spark.version>")
+    return text[start:text.index("</spark.version>", start)]
+
+
+def connector_jars() -> list[Path]:
+    """Spark's Kafka connector and what it needs beyond pyspark's own jars, copied once by Maven."""
+    if not (STAMP.exists() and STAMP.stat().st_mtime >= POM.stat().st_mtime):
+        if shutil.which("mvn") is None:
+            raise SystemExit("Spark's Kafka connector is fetched with Maven: install it (apt-get install maven)")
+        shutil.rmtree(JARS, ignore_errors=True)
+        done = subprocess.run(["mvn", "-B", "-q", "-Dstyle.color=never", "-f", str(POM),
+                               "dependency:copy-dependencies", "-DincludeScope=runtime",
+                               f"-DoutputDirectory={JARS}"], capture_output=True, text=True,
+                              timeout=MVN_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-30:])
+            raise SystemExit(f"mvn dependency:copy-dependencies of {POM} failed:\n{tail}")
+        STAMP.touch()
+    jars = sorted(JARS.glob("*.jar"))
+    if not any(j.name.startswith("spark-sql-kafka-0-10") for j in jars):
+        raise SystemExit(f"no spark-sql-kafka-0-10 jar in {JARS}")
+    return jars
+
+
+def tree_cpu_seconds(root_pid: int) -> float:
+    """User + system CPU seconds of ``root_pid`` and every live descendant, plus what their reaped
+    children used (cutime, cstime): /proc/<pid>/stat fields 14-17."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the process ended while we looked
+        fields = stat[stat.rindex(")") + 2:].split()
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        cpu[pid] = sum(int(x) for x in fields[11:15])
+    total, stack = 0, [root_pid]
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    while stack:
+        pid = stack.pop()
+        total += cpu.get(pid, 0)
+        stack.extend(children.get(pid, ()))
+    return total / ticks
+
+
+@contextlib.contextmanager
+def _broker(bootstrap: str | None) -> Iterator[tuple[str, str]]:
+    if bootstrap:
+        yield bootstrap, f"external {bootstrap}"
+        return
+    from support.kafka_cluster import KafkaCluster
+
+    with KafkaCluster(nodes=1, name="bench-spark", heap="1g") as cluster:
+        yield cluster.bootstrap, "Apache Kafka (one KRaft node, its own JVM with -Xms1g -Xmx1g, log on disk)"
+
+
+def rows_df(spark: Any, data: str, rows: int, partitions: int | None) -> Any:
+    """The rows every sink writes (built by JVM expressions, the same for every run)."""
+    from pyspark.sql import functions as F
+
+    if data == "orders":
+        from sparkafka.cli.orders import generate_orders, shape_records
+
+        headers = {"source": "sparkafka-generator", "schema": "sparkafka.orders.v1"}
+        return shape_records(generate_orders(spark, rows, partitions), headers=headers).df
+    from sparkafka.cli.perf import random_payload
+
+    num = partitions or spark.sparkContext.defaultParallelism
+    ids = spark.range(0, rows, 1, num)
+    key = F.lpad((F.col("id") % KEY_POOL).cast("string"), 8, "0").cast("binary")
+    return ids.select(key.alias("key"), F.lit(random_payload(100)).alias("value"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--data", choices=("orders", "keyed-100"), default="orders")
+    parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; the fastest run is reported")
+    parser.add_argument("--partitions", type=int, default=6, help="topic partitions")
+    parser.add_argument("--input-partitions", type=int, default=None, help="Spark tasks (default: cores)")
+    parser.add_argument("--master", default="local[2,4]")
+    parser.add_argument("--batch-size", type=int, default=16384, help="kafka.batch.size for both Kafka sinks")
+    parser.add_argument("--bootstrap-servers", default=None, help="default: one Apache Kafka node of our own")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench" / "spark"))
+    args = parser.parse_args(argv)
+
+    import pyspark
+    from pipeline_vs_foreachpartition import count_records
+    from pyspark.sql import SparkSession
+
+    from sparkafka.net.admin import AdminClient
+    from sparkafka.spark import register
+
+    jars = connector_jars()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master(args.master).appName("sparkafka-spark-sinks")
+             .config("spark.jars", ",".join(str(j) for j in jars))
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    jvm: Any = spark.sparkContext._jvm
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())  # the driver JVM (executors too, in local mode)
+    options = {"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.linger.ms": "5",
+               "kafka.batch.size": str(args.batch_size)}
+
+    def run(sink: str, rows: int, bootstrap: str) -> dict[str, Any]:
+        df = rows_df(spark, args.data, rows, args.input_partitions)
+        topic = f"bench-spark-{sink}-{uuid.uuid4().hex[:6]}"
+        if sink == "noop":
+            writer = df.write.format("noop").mode("overwrite")
+        else:
+            with AdminClient(bootstrap) as admin:
+                admin.create_topics([(topic, args.partitions, 1)], exist_ok=True)
+            writer = (df.write.format(sink).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+                      .options(**options).mode("append"))
+        cpu0 = tree_cpu_seconds(jvm_pid)
+        started = time.monotonic()
+        writer.save()
+        seconds = time.monotonic() - started
+        cpu = tree_cpu_seconds(jvm_pid) - cpu0
+        result = {"sink": sink, "rows": rows, "seconds": seconds, "rows_per_second": rows / seconds,
+                  "cpu_seconds": cpu, "cpu_seconds_per_million": cpu / rows * 1e6, "read_back": None}
+        if sink != "noop":
+            result["read_back"] = count_records(bootstrap, topic, args.partitions)
+            from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+            for future in ConfluentAdmin({"bootstrap.servers": bootstrap}).delete_topics([topic]).values():
+                with contextlib.suppress(Exception):
+                    future.result(60)
+        return result
+
+    started = time.monotonic()
+    best: dict[str, dict[str, Any]] = {}
+    runs: list[dict[str, Any]] = []
+    try:
+        with _broker(args.bootstrap_servers) as (bootstrap, broker_name):
+            for sink in SINKS:  # warm-up: JIT, Python workers, metadata
+                run(sink, min(args.rows, WARMUP_ROWS), bootstrap)
+            for attempt in range(args.repeat):
+                for sink in SINKS:
+                    result = run(sink, args.rows, bootstrap)
+                    result["attempt"] = attempt + 1
+                    runs.append(result)
+                    print(f"{sink:10s} {result['rows_per_second']:>12,.0f} rows/s "
+                          f"{result['cpu_seconds_per_million']:6.2f} CPU s/M  read back {result['read_back']}",
+                          file=sys.stderr, flush=True)
+                    if sink not in best or result["rows_per_second"] > best[sink]["rows_per_second"]:
+                        best[sink] = result
+    finally:
+        spark.stop()
+    elapsed = time.monotonic() - started
+
+    spark_version = pyspark.__version__
+    connector = connector_version()
+    mismatch = ("" if connector == spark_version else
+                f" on Spark {spark_version}: Maven Central served no {spark_version} connector when "
+                "benchmarks/spark-kafka/pom.xml was pinned")
+    header = (f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, pyspark {spark_version}, "
+              f"spark-sql-kafka-0-10 {connector}{mismatch}. Broker: {broker_name}. Master {args.master}, "
+              f"{args.data} rows ({args.rows:,}), {args.partitions} topic partitions, "
+              f"{args.input_partitions or 'default'} Spark tasks, kafka.batch.size {args.batch_size}, "
+              f"best of {args.repeat} interleaved runs. Run took {elapsed:.0f} s.")
+    ours = best.get("sparkafka")
+    lines = [header, "",
+             "| sink | rows/s | seconds | CPU s / M rows (Spark JVM + Python workers) | records read back "
+             "| sparkafka / sink (rows/s) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    failed = False
+    for sink in SINKS:
+        r = best[sink]
+        ratio = f"{ours['rows_per_second'] / r['rows_per_second']:.2f}x" if ours and r is not ours else ""
+        read_back = "-" if r["read_back"] is None else f"{r['read_back']:,}"
+        if r["read_back"] is not None and r["read_back"] != args.rows:
+            failed = True
+            read_back += f" (expected {args.rows:,})"
+        lines.append(f"| {sink} | {r['rows_per_second']:,.0f} | {r['seconds']:.2f} | "
+                     f"{r['cpu_seconds_per_million']:.2f} | {read_back} | {ratio} |")
+    text = "\n".join(lines)
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"header": header, "best": best, "runs": runs}, f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
