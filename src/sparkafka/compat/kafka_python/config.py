@@ -184,8 +184,9 @@ def translate(configs: Mapping[str, Any]) -> KafkaPythonSettings:
         value = configs[name] if given else arg.default
         if arg.unsupported is not None:
             if given and (arg.default is _ANY or value != arg.default):
-                raise ConfigError(f"kafka-python argument {name}={value!r} cannot be honoured by sparkafka: "
-                                  f"{arg.unsupported}", name)
+                # the value is not shown: a proxy URL may carry a password
+                raise ConfigError(f"kafka-python argument {name} (other than its default) cannot be honoured by "
+                                  f"sparkafka: {arg.unsupported}", name)
             continue
         if arg.java is None:
             _own(settings, name, value, given)
