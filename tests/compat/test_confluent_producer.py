@@ -264,3 +264,20 @@ def test_a_producer_does_not_pickle(tansu: Any) -> None:
             pickle.dumps(p)
     finally:
         p.close()
+
+
+def test_a_topic_without_metadata_fails_in_the_delivery_report(mock_cluster: MockCluster,
+                                                               unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("nometa")
+    mock_cluster.topic_set_error(topic, 3)  # UNKNOWN_TOPIC_OR_PARTITION in every Metadata answer
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "max.block.ms": 300,
+                  "on_delivery": on_delivery})
+    try:
+        p.produce(topic, b"v")  # does not raise: librdkafka reports it in the delivery report
+        assert len(p) == 1
+        assert p.flush(10) == 0
+    finally:
+        p.close()
+    [(err, msg)] = reports
+    assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT and msg.partition() == -1
