@@ -36,6 +36,7 @@ LAYERS: dict[str, tuple[int, tuple[str, ...]]] = {
     "broker": (2, ("sparkafka.broker",)),
     "producer": (3, ("sparkafka.producer",)),
     "spark": (4, ("sparkafka.spark",)),
+    "compat": (4, ("sparkafka.compat",)),  # beside spark
     "cli": (5, ("sparkafka.cli", "sparkafka.__main__")),
     "package": (6, ("sparkafka",)),  # the root re-exports the producer's public names, loaded on first use
 }
@@ -49,6 +50,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "broker": ("sparkafka.broker",),
     "producer": ("sparkafka.producer.producer", "sparkafka.producer.arrow.send"),
     "spark": ("sparkafka.spark", "sparkafka.spark.writer"),
+    "compat": ("sparkafka.compat.confluent", "sparkafka.compat.kafka_python"),
     "cli": ("sparkafka.cli", "sparkafka.cli.pipeline", "sparkafka.cli.perf", "sparkafka.cli.broker"),
     "package": ("sparkafka",),
 }

@@ -56,8 +56,9 @@ Kind = Literal[
     "ssl_context",
 ]
 
-PartitionerSpec = str | Callable[..., Any] | None
-"""``None`` (built-in sticky/murmur2 partitioning), ``"round_robin"``, or a Python callable / class."""
+PartitionerSpec = str | Callable[..., Any] | object | None
+"""``None`` (built-in sticky/murmur2 partitioning), ``"round_robin"``, a Python callable / class, or an
+object with a ``partition`` method (used as given)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     # partitioning
     _k("partitioner.class", "partitioner", None, "Unset: murmur2 of the key, or the adaptive sticky "
        "partition for keyless records. 'round_robin' (Java's RoundRobinPartitioner), or a Python "
-       "callable/class or 'module:attr'.", nullable=True),
+       "callable/class, an object with partition() or 'module:attr'.", nullable=True),
     _k("partitioner.ignore.keys", "bool", False, "Use the sticky partition even for keyed records."),
     _k("partitioner.adaptive.partitioning.enable", "bool", True, "Favour partitions on brokers with "
        "shorter queues when choosing the sticky partition."),
@@ -374,10 +375,10 @@ def _to_partitioner(key: ConfigKey, value: Any) -> PartitionerSpec:
                 f"unknown {key.name!r} {text!r}: use 'round_robin', a Python callable/class or 'module:attr'",
                 key.name)
         value = import_object(text, key.name)
-    if not callable(value):
-        raise ConfigError(f"{key.name!r} must be 'round_robin', a callable or a class, got {_show(value)}",
-                          key.name)
-    result: Callable[..., Any] = value
+    if not callable(value) and not callable(getattr(value, "partition", None)):
+        raise ConfigError(f"{key.name!r} must be 'round_robin', a callable, a class or an object with a "
+                          f"partition method, got {_show(value)}", key.name)
+    result: PartitionerSpec = value
     return result
 
 

@@ -10,9 +10,10 @@ entirely when ``type(obj) is bytes`` and ``passes_bytes_through(serializer)`` is
 ``resolve_serializer(spec, field)`` turns a config value into a serializer: ``None`` (= ``bytes``), a
 built-in name, a Java class name such as ``org.apache.kafka.common.serialization.StringSerializer``, a
 ``"module:attr"`` string, a callable, a class (instantiated without arguments), or an object with a
-Java-style ``serialize(topic, data)`` method. One-argument callables (kafka-python style ``f(value)``)
-are adapted. Resolved serializers must be picklable to be shipped to Spark executors: the built-ins
-and module-level functions are.
+Java-style ``serialize(topic, data)`` method. A callable's shape is decided once from its signature: one
+required positional parameter means kafka-python's ``f(value)`` (adapted), two mean ``f(topic, value)``.
+Resolved serializers must be picklable to be shipped to Spark executors: the built-ins and module-level
+functions are.
 
 ``serialize(serializer, topic, field, obj)`` calls a serializer and turns any failure into a
 ``SerializationError`` that names the field and topic and chains the original exception.
@@ -273,21 +274,50 @@ def import_object(spec: str, key: str) -> object:
     return obj
 
 
-def _takes_one_argument(func: Callable[..., Any]) -> bool:
+def _positional_arity(func: Callable[..., Any]) -> tuple[int, int | None] | None:
+    """(required, most) positional parameters of ``func`` (most is None with ``*args``), or None when
+    Python cannot tell (some built-ins have no signature)."""
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):
+        return None
+    required = 0
+    most: int | None = 0
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            most = None
+        elif parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if most is not None:
+                most += 1
+            if parameter.default is inspect.Parameter.empty:
+                required += 1
+    return required, most
+
+
+def _takes_one_argument(func: Callable[..., Any], key: str) -> bool:
+    """Whether a serializer callable is called as ``f(obj)`` (kafka-python's shape) rather than
+    ``f(topic, obj)`` (Java's ``Serializer.serialize``), decided once from its signature: one required
+    positional parameter means ``f(obj)`` (``str.encode``, ``json.dumps``, ``lambda v: ...``), two mean
+    ``f(topic, obj)``; with none required, what it accepts decides; without a signature, ``f(topic, obj)``."""
+    arity = _positional_arity(func)
+    if arity is None:
         return False
-    try:
-        signature.bind("topic", None)
-        return False
-    except TypeError:
-        pass
-    try:
-        signature.bind(None)
+    required, most = arity
+    if required == 1:
         return True
-    except TypeError:
+    if required == 2:
         return False
+    if required > 2:
+        raise ConfigError(
+            f"{key!r} {callable_name(func)} needs {required} positional arguments; a serializer is called "
+            "as f(obj) or f(topic, obj)", key)
+    if most is None or most >= 2:
+        return False
+    if most == 1:
+        return True
+    raise ConfigError(
+        f"{key!r} {callable_name(func)} takes no positional argument; a serializer is called as f(obj) or "
+        "f(topic, obj)", key)
 
 
 def _from_object(obj: object, key: str) -> Serializer:
@@ -307,7 +337,7 @@ def _from_object(obj: object, key: str) -> Serializer:
             f"got {type(obj).__name__}",
             key,
         )
-    if _takes_one_argument(obj):
+    if _takes_one_argument(obj, key):
         return _OneArgument(obj)
     return obj
 

@@ -904,6 +904,27 @@ class RecordAccumulator:
                 batch.abort(error)
                 self.deallocate(batch)
 
+    def purge_unsent(self, error: BaseException) -> int:
+        """Fail the batches still in their partition queues that were never drained nor given a sequence
+        (librdkafka's ``purge`` of queued messages); returns how many records failed. Safe from any
+        thread: a batch leaves its queue under the queue lock, as ``drain`` takes it, so each batch is
+        either sent or purged; appends after it open a new batch."""
+        purged: list[ProducerBatch] = []
+        for pq in list(self.batches.values()):
+            with pq.lock:
+                dq = pq.deque
+                unsent = [b for b in dq if b.drained_ms == 0.0 and not b.has_sequence()]
+                for batch in unsent:
+                    batch.abort_record_appends()
+                    _remove(dq, batch)
+            purged.extend(unsent)
+        records = 0
+        for batch in purged:
+            records += batch.record_count
+            batch.abort(error)
+            self.deallocate(batch)
+        return records
+
     # ================================================================================ stats
     def update_node_latency_stats(self, node_id: int, now: float, can_drain: bool) -> None:
         """Sender: ``node_id`` had data ready at ``now``; ``can_drain`` if we could send to it."""

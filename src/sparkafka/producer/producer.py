@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock
@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from .arrow.report import ArrowSendResult
 
 log = logging.getLogger("sparkafka.producer")
+
+HeaderValue = bytes | bytearray | memoryview | str | None
+Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue]
+"""Record headers: ``(key, value)`` pairs, or a dict (one header per key)."""
 
 _live_producers: weakref.WeakSet[KafkaProducer] = weakref.WeakSet()
 _FORCED_CLOSE_GRACE_S = 2.0
@@ -185,8 +189,7 @@ class KafkaProducer:
     # ------------------------------------------------------------------ send
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
              timestamp: int | None = None,
-             headers: Sequence[tuple[str, bytes | bytearray | memoryview | str | None]] | None = None,
-             callback: Any = None) -> FutureRecordMetadata:
+             headers: Headers | None = None, callback: Any = None) -> FutureRecordMetadata:
         """Append a record and return its future. Raises at once for bad input, a closed producer,
         or when metadata/memory are not available within ``max.block.ms``."""
         if self._closing:
@@ -493,6 +496,14 @@ class KafkaProducer:
                 self.abort_transaction()
             raise
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        """A producer owns an I/O thread, sockets and buffered records, so it does not pickle (nor copy);
+        its ``config`` does: build a new producer from it on the other side."""
+        raise TypeError(
+            f"cannot pickle or copy a KafkaProducer ({self.config.client_id!r}): it owns an I/O thread, "
+            "sockets and buffered records. Pickle producer.config (a ProducerConfig) instead and create "
+            "KafkaProducer(config) where it is needed (one per process)")
+
     def __repr__(self) -> str:
         return f"KafkaProducer(client_id={self.config.client_id!r}, closed={self._closed})"
 
@@ -513,13 +524,15 @@ def _as_bytes(obj: object, topic: str, field: str) -> bytes:
         f"{field}.serializer (e.g. 'str', 'json', 'int' or a callable) to send such objects")
 
 
-def _check_headers(headers: Sequence[tuple[str, object]]) -> list[tuple[str, bytes | None]]:
+def _check_headers(headers: Headers) -> list[tuple[str, bytes | None]]:
+    """Headers as a list of ``(str, bytes | None)`` pairs, from a sequence of pairs or a mapping (a dict
+    gives one header per key, in its order)."""
     out: list[tuple[str, bytes | None]] = []
     try:
-        items: list[object] = list(headers)
+        items: list[object] = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
     except TypeError:
         raise errors.InvalidRecordInputError(
-            f"headers must be a sequence of (str, bytes) pairs, got {type(headers).__name__}") from None
+            f"headers must be a sequence of (str, bytes) pairs or a dict, got {type(headers).__name__}") from None
     for i, h in enumerate(items):
         if not isinstance(h, tuple) or len(h) != 2:
             raise errors.InvalidRecordInputError(f"header {i} must be a (key, value) pair, got {h!r}")
@@ -539,4 +552,4 @@ def _check_headers(headers: Sequence[tuple[str, object]]) -> list[tuple[str, byt
     return out
 
 
-__all__ = ["KafkaProducer", "RecordMetadata"]
+__all__ = ["Headers", "KafkaProducer", "RecordMetadata"]

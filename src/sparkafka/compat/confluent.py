@@ -1,0 +1,531 @@
+"""confluent-kafka's ``Producer`` on sparkafka: ``from sparkafka.compat.confluent import Producer``.
+
+How it works: ``Producer(conf)`` translates the librdkafka properties once (``confluent_config``: one
+table) and builds a sparkafka ``KafkaProducer`` whose ``partitioner.class`` is librdkafka's partitioner
+(``consistent_random`` unless ``partitioner`` says otherwise), so keys land where confluent-kafka put
+them. ``produce()`` checks librdkafka's queue limits (``queue.buffering.max.messages`` / ``.kbytes``:
+``BufferError`` when full, counting every record until its delivery report is served, as librdkafka
+does), creates a ``Message`` and hands the record to ``KafkaProducer.send`` with the message's
+``_delivered`` as the callback. That callback runs on the I/O thread: it only fills in the message
+(partition, offset, timestamp, latency or a ``KafkaError``) and queues it. ``poll()`` / ``flush()`` serve
+the queued reports on the caller's thread, calling ``on_delivery(err, msg)``; an exception raised by a
+callback leaves ``poll()`` with the rest still queued. Errors librdkafka reports through the delivery
+report (the topic's metadata not available within ``max.block.ms``, an illegal topic name) become a
+failed report too; errors it raises from ``produce()`` raise ``KafkaException`` here (a record too
+large, an unknown partition), and a full buffer (``buffer.memory`` for ``max.block.ms``) is
+``BufferError``. Transactions wrap the producer's, raising ``KafkaException`` whose ``KafkaError`` says
+``retriable()`` / ``txn_requires_abort()`` / ``fatal()`` from the producer's transaction state.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn, SupportsIndex
+
+from sparkafka import errors
+from sparkafka.compat.confluent_config import CompatSettings, translate
+from sparkafka.compat.librdkafka_errors import KafkaError, KafkaException, PurgedError, from_exception
+from sparkafka.net.admin import AdminClient
+from sparkafka.producer.future import RecordMetadata
+from sparkafka.producer.librdkafka_partitioners import LibrdkafkaPartitioner
+from sparkafka.producer.producer import KafkaProducer
+
+__all__ = [
+    "BrokerMetadata",
+    "ClusterMetadata",
+    "KafkaError",
+    "KafkaException",
+    "Message",
+    "PartitionMetadata",
+    "Producer",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "TIMESTAMP_NOT_AVAILABLE",
+    "TopicMetadata",
+]
+
+log = logging.getLogger("sparkafka.compat")
+
+TIMESTAMP_NOT_AVAILABLE: Final = 0
+TIMESTAMP_CREATE_TIME: Final = 1
+TIMESTAMP_LOG_APPEND_TIME: Final = 2
+OFFSET_INVALID: Final = -1001
+"""librdkafka's offset of a record without one (failed, or acks=0)."""
+
+_DEFAULT_LINGER_MS: Final = 5
+
+DeliveryCallback = Callable[[KafkaError | None, "Message"], object]
+HeaderList = list[tuple[str, bytes | None]]
+
+
+class Message:
+    """A produced record as a delivery report shows it (confluent-kafka's ``Message``)."""
+
+    __slots__ = ("_callback", "_error", "_headers", "_key", "_latency", "_offset", "_owner", "_partition",
+                 "_produced_ms", "_size", "_timestamp", "_timestamp_type", "_topic", "_value")
+
+    def __init__(self, owner: Producer | None, topic: str, key: bytes | None, value: bytes | None,
+                 headers: HeaderList | None, timestamp: int, callback: DeliveryCallback | None,
+                 produced_ms: float, size: int) -> None:
+        self._owner = owner
+        self._topic = topic
+        self._key = key
+        self._value = value
+        self._headers = headers
+        self._timestamp = timestamp
+        self._timestamp_type = TIMESTAMP_CREATE_TIME
+        self._callback = callback
+        self._produced_ms = produced_ms
+        self._size = size
+        self._partition = -1
+        self._offset = OFFSET_INVALID
+        self._error: KafkaError | None = None
+        self._latency: float | None = None
+
+    # -- confluent-kafka's accessors ---------------------------------------------------------------
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def headers(self) -> HeaderList | None:
+        """The headers the record was produced with (confluent-kafka's report shows None)."""
+        return self._headers
+
+    def timestamp(self) -> tuple[int, int]:
+        """``(TIMESTAMP_CREATE_TIME or TIMESTAMP_LOG_APPEND_TIME, milliseconds since the epoch)``."""
+        return self._timestamp_type, self._timestamp
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def latency(self) -> float | None:
+        """Seconds from ``produce()`` to the broker's acknowledgement; None for a failed record."""
+        return self._latency
+
+    def len(self) -> int:
+        """The value's length in bytes."""
+        return 0 if self._value is None else len(self._value)
+
+    __len__ = len
+
+    def set_headers(self, headers: HeaderList | None) -> None:
+        self._headers = headers
+
+    def set_key(self, key: bytes | None) -> None:
+        self._key = key
+
+    def set_value(self, value: bytes | None) -> None:
+        self._value = value
+
+    # -- the I/O thread's side ------------------------------------------------------------------------
+    def _delivered(self, metadata: RecordMetadata | None, exc: BaseException | None) -> None:
+        """The KafkaProducer callback (on its I/O thread): fill in the report and queue it."""
+        owner = self._owner
+        assert owner is not None
+        if metadata is not None:
+            self._partition = metadata.partition
+        if exc is None:
+            assert metadata is not None
+            if metadata.offset >= 0:
+                self._offset = metadata.offset
+            if metadata.timestamp != self._timestamp and metadata.timestamp >= 0:
+                self._timestamp = metadata.timestamp
+                self._timestamp_type = TIMESTAMP_LOG_APPEND_TIME
+            self._latency = (owner._clock_ms() - self._produced_ms) / 1000.0
+        else:
+            self._error = from_exception(exc)
+        owner._report(self)
+
+    def __repr__(self) -> str:
+        return (f"Message(topic={self._topic!r}, partition={self._partition}, offset={self._offset}, "
+                f"error={self._error!r})")
+
+
+@dataclass
+class BrokerMetadata:
+    id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}/{self.id}"
+
+
+@dataclass
+class PartitionMetadata:
+    id: int
+    leader: int
+    replicas: list[int]
+    isrs: list[int]
+    error: KafkaError | None = None
+
+
+@dataclass
+class TopicMetadata:
+    topic: str
+    partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
+    error: KafkaError | None = None
+
+
+@dataclass
+class ClusterMetadata:
+    """What ``list_topics()`` returns (confluent-kafka's ``ClusterMetadata``)."""
+
+    cluster_id: str | None = None
+    controller_id: int = -1
+    brokers: dict[int, BrokerMetadata] = field(default_factory=dict)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    orig_broker_id: int = -1
+    orig_broker_name: str | None = None
+
+
+class _LoggerBridge(logging.Handler):
+    """Passes sparkafka's log records to the ``logger`` given in the config."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+class Producer:
+    """confluent-kafka's ``Producer(conf)`` (see the module docstring)."""
+
+    def __init__(self, conf: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        merged = dict(conf or {})
+        merged.update(kwargs)  # confluent-kafka takes logger=..., error_cb=... as keyword arguments too
+        settings = translate(merged)
+        java = settings.java
+        linger = java.get("linger.ms", _DEFAULT_LINGER_MS)
+        sticky = settings.sticky_linger_ms
+        if sticky is None:
+            sticky = min(900000, 2 * int(linger)) if isinstance(linger, int) else 2 * _DEFAULT_LINGER_MS
+        self._settings: CompatSettings = settings
+        self._partitioner = LibrdkafkaPartitioner(settings.partitioner, sticky)
+        java["partitioner.class"] = self._partitioner
+        self._producer = KafkaProducer(java)
+        self._clock_ms = self._producer._clock.monotonic_ms
+        self._wall_ms = self._producer._clock.wall_ms
+        self._default_callback: DeliveryCallback | None = settings.on_delivery
+        self._max_messages = settings.max_messages
+        self._max_bytes = settings.max_kbytes * 1024
+        self._lock = threading.Lock()
+        self._queued = 0
+        self._queued_bytes = 0
+        self._reports: collections.deque[Message] = collections.deque()
+        self._events: collections.deque[KafkaError] = collections.deque()
+        self._fatal_reported = False
+        self._waiting = False
+        self._wake = threading.Event()
+        self._bridge: _LoggerBridge | None = None
+        if settings.logger is not None:
+            self._bridge = _LoggerBridge(settings.logger)
+            logging.getLogger("sparkafka").addHandler(self._bridge)
+        self._closed = False
+
+    # ------------------------------------------------------------------ produce
+    def produce(self, topic: str, value: str | bytes | None = None, key: str | bytes | None = None,
+                partition: int = -1, on_delivery: DeliveryCallback | None = None,
+                callback: DeliveryCallback | None = None, timestamp: int = 0,
+                headers: Mapping[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None = None,
+                ) -> None:
+        """Queue a record; its delivery report is served by ``poll()`` / ``flush()``."""
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        value_bytes = _as_bytes(value)
+        key_bytes = _as_bytes(key)
+        report = callback if callback is not None else on_delivery
+        if report is None:
+            report = self._default_callback
+        elif not callable(report):
+            raise TypeError(f"on_delivery must be a callable (err, msg), got {type(report).__name__}")
+        if type(partition) is not int:
+            raise TypeError(f"partition must be an int, got {type(partition).__name__}")
+        if type(timestamp) is not int or timestamp < 0:
+            raise TypeError(f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
+        header_list = _header_list(headers) if headers is not None else None
+        size = (0 if value_bytes is None else len(value_bytes)) + (0 if key_bytes is None else len(key_bytes))
+        with self._lock:
+            if self._queued >= self._max_messages or self._queued_bytes + size > self._max_bytes:
+                raise BufferError(KafkaError(KafkaError._QUEUE_FULL).str())
+            self._queued += 1
+            self._queued_bytes += size
+        if timestamp == 0:
+            timestamp = self._wall_ms()
+        message = Message(self, topic, key_bytes, value_bytes, header_list, timestamp, report, self._clock_ms(),
+                          size)
+        try:
+            explicit: int | None = None
+            if partition != -1:
+                explicit = self._check_partition(topic, partition)
+            self._producer.send(topic, value_bytes, key_bytes, explicit, timestamp, header_list, message._delivered)
+        except (errors.MetadataTimeoutError, errors.InvalidTopicNameError) as exc:
+            message._delivered(None, exc)  # librdkafka reports these in the delivery report
+        except BaseException as exc:
+            self._unqueue(1, size)
+            mapped = _produce_error(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def _check_partition(self, topic: str, partition: int) -> int:
+        """librdkafka refuses a partition it knows does not exist at once (_UNKNOWN_PARTITION)."""
+        count = self._producer._metadata.fetch().partition_count(topic)
+        if partition < 0 or (count is not None and partition >= count):
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
+                                            "Unable to produce message: Local: Unknown partition"))
+        return partition
+
+    def _report(self, message: Message) -> None:
+        """A report is ready (any thread)."""
+        self._reports.append(message)
+        error = message._error
+        if error is not None and (error.fatal() or error.code() == KafkaError._AUTHENTICATION):
+            self._event(error)
+        if self._waiting:
+            self._wake.set()
+
+    def _event(self, error: KafkaError) -> None:
+        """An error for ``error_cb``: authentication failures and, once, the fatal error."""
+        if error.fatal():
+            if self._fatal_reported:
+                return
+            self._fatal_reported = True
+        if self._settings.error_cb is not None:
+            self._events.append(error)
+
+    def _unqueue(self, count: int, size: int) -> None:
+        with self._lock:
+            self._queued -= count
+            self._queued_bytes -= size
+
+    # ------------------------------------------------------------------ poll and flush
+    def poll(self, timeout: float | None = None) -> int:
+        """Serve the delivery reports (and ``error_cb`` events) that are ready, waiting up to ``timeout``
+        seconds for the first (None or -1: as long as it takes). Returns how many were served."""
+        served = self._serve()
+        if served:
+            return served
+        if timeout == 0:
+            return 0
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        while True:
+            self._waiting = True
+            self._wake.clear()
+            if self._reports or self._events:
+                self._waiting = False
+                return self._serve()
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                self._waiting = False
+                return 0
+            self._wake.wait(remaining)
+            self._waiting = False
+            served = self._serve()
+            if served:
+                return served
+
+    def _serve(self) -> int:
+        served = 0
+        events = self._events
+        while events:
+            try:
+                event = events.popleft()
+            except IndexError:
+                break
+            served += 1
+            error_cb = self._settings.error_cb
+            if error_cb is not None:
+                error_cb(event)
+        reports = self._reports
+        for _ in range(len(reports)):
+            try:
+                message = reports.popleft()
+            except IndexError:
+                break
+            self._unqueue(1, message._size)
+            served += 1
+            report = message._callback
+            message._callback = None
+            message._owner = None
+            if report is not None:
+                report(message._error, message)
+        return served
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait until every queued record is delivered and its report served, or ``timeout`` seconds
+        (None or -1: as long as it takes); returns the number still queued."""
+        deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        try:
+            self._producer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except errors.KafkaError:
+            pass  # a timeout, or a failure the delivery reports carry (librdkafka's flush() does not raise)
+        while True:
+            self._serve()
+            if self._queued <= 0:
+                return 0
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return self._queued
+            self.poll(remaining)
+
+    def __len__(self) -> int:
+        """Records produced whose delivery report was not served yet."""
+        return self._queued
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail the records not sent yet with ``_PURGE_QUEUE`` (their reports come from ``poll()``).
+        Records already sent complete as the broker answers: an idempotent producer cannot drop them."""
+        if self._producer.config.transactional_id is not None:
+            raise KafkaException(KafkaError(
+                KafkaError._STATE, "purge() of a transactional producer: use abort_transaction(), which fails "
+                "the queued records"))
+        if in_queue:
+            self._producer._accumulator.purge_unsent(PurgedError("purged from the queue by purge()"))
+
+    # ------------------------------------------------------------------ metadata
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
+        """Cluster metadata (all topics, or one) from a Metadata request."""
+        cfg = self._producer.config
+        timeout_ms = float(cfg.request_timeout_ms) if timeout is None or timeout < 0 else timeout * 1000.0
+        try:
+            with AdminClient(cfg.bootstrap_servers, client_id=cfg.client_id, request_timeout_ms=timeout_ms,
+                             security=cfg) as admin:
+                cluster = admin.metadata(None if topic is None else [topic], timeout_ms)
+        except errors.KafkaError as exc:
+            raise KafkaException(from_exception(exc)) from exc
+        out = ClusterMetadata(cluster_id=cluster.cluster_id,
+                              controller_id=-1 if cluster.controller_id is None else cluster.controller_id)
+        for node in cluster.nodes.values():
+            out.brokers[node.node_id] = BrokerMetadata(node.node_id, node.host, node.port)
+        for name in cluster.topics:
+            entry = TopicMetadata(name)
+            for info in cluster.partitions_for_topic(name):
+                entry.partitions[info.partition] = PartitionMetadata(
+                    info.partition, info.leader, list(info.replicas), list(info.isr),
+                    KafkaError(info.error_code) if info.error_code else None)
+            out.topics[name] = entry
+        for name, code in cluster.topic_errors.items():
+            out.topics[name] = TopicMetadata(name, {}, KafkaError(code))
+        return out
+
+    # ------------------------------------------------------------------ transactions
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._txn(self._producer.init_transactions, timeout)
+
+    def begin_transaction(self) -> None:
+        self._txn(lambda _: self._producer.begin_transaction(), None)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit (delivery reports are served from here too)."""
+        try:
+            self._txn(self._producer.commit_transaction, timeout)
+        finally:
+            self._serve()
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Fail the records not sent yet and abort (their reports are served from here too)."""
+        try:
+            self._txn(self._producer.abort_transaction, timeout)
+        finally:
+            self._serve()
+
+    def send_offsets_to_transaction(self, positions: object, group_metadata: object,
+                                    timeout: float | None = None) -> None:
+        raise KafkaException(KafkaError(
+            KafkaError._NOT_IMPLEMENTED, "send_offsets_to_transaction (KIP-447, consume-transform-produce) is not "
+            "implemented by sparkafka yet"))
+
+    def _txn(self, call: Callable[[float | None], None], timeout: float | None) -> None:
+        if timeout is not None and timeout < 0:
+            timeout = None
+        try:
+            call(timeout)
+        except errors.KafkaError as exc:
+            tm = self._producer._tm
+            fatal = tm is not None and tm.has_fatal_error()
+            abortable = tm is not None and tm.has_abortable_error()
+            error = from_exception(exc, fatal=fatal, txn_requires_abort=abortable and not fatal)
+            if isinstance(exc, errors.KafkaTimeoutError):
+                error = KafkaError(KafkaError._TIMED_OUT, str(exc), fatal, not fatal, False)
+            if fatal:
+                self._event(error)
+            raise KafkaException(error) from exc
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush (serving the reports), then stop the producer. Returns True."""
+        if self._closed:
+            return True
+        try:
+            self.flush(timeout)
+        finally:
+            self._closed = True
+            self._producer.close(timeout)
+            self._serve()
+            if self._bridge is not None:
+                logging.getLogger("sparkafka").removeHandler(self._bridge)
+        return True
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError("cannot pickle a Producer: it owns an I/O thread, sockets and queued records; "
+                        "pickle its config dict and create a Producer where it is needed")
+
+    def __repr__(self) -> str:
+        return f"Producer(partitioner={self._partitioner.name!r}, queued={self._queued})"
+
+
+def _as_bytes(data: object) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"a bytes-like object is required, not '{type(data).__name__}'")
+
+
+def _header_list(headers: object) -> HeaderList:
+    items: list[Any]
+    if isinstance(headers, Mapping):
+        items = list(headers.items())
+    elif isinstance(headers, (list, tuple)):
+        items = list(headers)
+    else:
+        raise TypeError(f"headers must be a dict or a list of (key, value) tuples, got {type(headers).__name__}")
+    out: HeaderList = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
+            raise TypeError(f"each header must be a (str, value) tuple, got {item!r}")
+        out.append((item[0], _as_bytes(item[1])))
+    return out
+
+
+def _produce_error(exc: BaseException) -> BaseException:
+    """What ``produce()`` raises for an error of ``KafkaProducer.send`` (librdkafka's choices)."""
+    if isinstance(exc, KafkaException) or not isinstance(exc, errors.KafkaError):
+        return exc
+    if isinstance(exc, errors.BufferExhaustedError):
+        return BufferError(KafkaError(KafkaError._QUEUE_FULL).str())
+    error = from_exception(exc)
+    return KafkaException(KafkaError(error.code(), f"Unable to produce message: {error.str()}", error.fatal(),
+                                     error.retriable(), error.txn_requires_abort()))

@@ -1,0 +1,357 @@
+"""librdkafka's producer properties mapped to sparkafka's (Java's), for ``sparkafka.compat.confluent``.
+
+How it works: ``PROPERTIES`` is the one table: each librdkafka property with an equivalent names the
+Java key it becomes and, where the units or special values differ, how its value converts (librdkafka's
+0 for "OS default" socket buffers is Java's -1, its 0 for "never" is Java's -1 or the largest timeout,
+``linger.ms`` may be fractional). Properties the compat ``Producer`` itself honours (the partitioner,
+the queue limits, the callbacks) map to ``None`` and come back in ``CompatSettings``. ``translate``
+walks a confluent config dict once: a Java key sparkafka knows and librdkafka has no property of that
+name is passed through (``max.block.ms``, ``buffer.memory``, ``ssl.context``); a consumer property is
+ignored with a warning, as librdkafka does; anything else is a ``ConfigError`` naming the property,
+with the reason or the setting to use instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from sparkafka.config import INT32_MAX, KEYS_BY_NAME
+from sparkafka.errors import ConfigError
+from sparkafka.producer.librdkafka_partitioners import LIBRDKAFKA_PARTITIONERS
+
+__all__ = ["CompatSettings", "PROPERTIES", "translate", "with_default_port"]
+
+log = logging.getLogger("sparkafka.compat")
+
+DEFAULT_PORT: Final = 9092
+
+
+def with_default_port(servers: object) -> object:
+    """librdkafka's and kafka-python's bootstrap entries may omit the port: 9092 is added."""
+    if isinstance(servers, str):
+        items: list[object] = list(servers.split(","))
+    elif isinstance(servers, (list, tuple)):
+        items = list(servers)
+    else:
+        return servers  # the config reports the type
+    out: list[object] = []
+    for item in items:
+        if isinstance(item, str):
+            item = item.strip()
+            rest = item.split("://", 1)[-1]
+            if rest and (rest.endswith("]") if rest.startswith("[") else ":" not in rest):
+                item = f"{item}:{DEFAULT_PORT}"
+        out.append(item)
+    return out
+
+
+def _milliseconds(name: str, value: Any) -> Any:
+    """librdkafka takes fractional milliseconds for linger.ms; Java whole ones (rounded up)."""
+    number = _number(name, value)
+    if number is None:
+        return value
+    whole = math.ceil(number)
+    if whole != number:
+        log.debug("%s %s ms rounded up to %d ms (whole milliseconds)", name, value, whole)
+    return whole
+
+
+def _zero_is_os_default(name: str, value: Any) -> Any:
+    number = _number(name, value)
+    return -1 if number == 0 else value
+
+
+def _zero_is_never(name: str, value: Any) -> Any:
+    number = _number(name, value)
+    return -1 if number == 0 else value
+
+
+def _zero_is_forever(name: str, value: Any) -> Any:
+    number = _number(name, value)
+    return INT32_MAX if number == 0 else value
+
+
+def _minus_one_is_forever(name: str, value: Any) -> Any:
+    number = _number(name, value)
+    return INT32_MAX if number == -1 else value
+
+
+def _codec(name: str, value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() == "inherit":
+        return None  # the topic-level default: the producer's codec
+    return value
+
+
+def _number(name: str, value: Any) -> float | None:
+    if isinstance(value, bool):
+        raise ConfigError(f"{name!r} must be a number, got {value!r}", name)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ConfigError(f"{name!r} must be a number, got {value!r}", name) from None
+    return None
+
+
+Convert = Callable[[str, Any], Any]
+
+
+@dataclass(frozen=True)
+class _Prop:
+    java: str | None
+    """The Java key, or None: honoured by the compat Producer (CompatSettings)."""
+    convert: Convert | None = None
+
+
+PROPERTIES: Final[dict[str, _Prop]] = {
+    "bootstrap.servers": _Prop("bootstrap.servers", lambda n, v: with_default_port(v)),
+    "metadata.broker.list": _Prop("bootstrap.servers", lambda n, v: with_default_port(v)),
+    "client.id": _Prop("client.id"),
+    "client.dns.lookup": _Prop("client.dns.lookup"),
+    "acks": _Prop("acks"),
+    "request.required.acks": _Prop("acks"),
+    "enable.idempotence": _Prop("enable.idempotence"),
+    "transactional.id": _Prop("transactional.id"),
+    "transaction.timeout.ms": _Prop("transaction.timeout.ms"),
+    "linger.ms": _Prop("linger.ms", _milliseconds),
+    "queue.buffering.max.ms": _Prop("linger.ms", _milliseconds),
+    "batch.size": _Prop("batch.size"),
+    "message.max.bytes": _Prop("max.request.size"),
+    "message.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever),
+    "delivery.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever),
+    "request.timeout.ms": _Prop("request.timeout.ms"),
+    "compression.type": _Prop("compression.type", _codec),
+    "compression.codec": _Prop("compression.type", _codec),
+    "compression.level": _Prop(None),
+    "retries": _Prop("retries"),
+    "message.send.max.retries": _Prop("retries"),
+    "retry.backoff.ms": _Prop("retry.backoff.ms"),
+    "retry.backoff.max.ms": _Prop("retry.backoff.max.ms"),
+    "reconnect.backoff.ms": _Prop("reconnect.backoff.ms"),
+    "reconnect.backoff.max.ms": _Prop("reconnect.backoff.max.ms"),
+    "max.in.flight.requests.per.connection": _Prop("max.in.flight.requests.per.connection"),
+    "max.in.flight": _Prop("max.in.flight.requests.per.connection"),
+    "socket.send.buffer.bytes": _Prop("send.buffer.bytes", _zero_is_os_default),
+    "socket.receive.buffer.bytes": _Prop("receive.buffer.bytes", _zero_is_os_default),
+    "socket.connection.setup.timeout.ms": _Prop("socket.connection.setup.timeout.ms"),
+    "connections.max.idle.ms": _Prop("connections.max.idle.ms", _zero_is_never),
+    "metadata.max.age.ms": _Prop("metadata.max.age.ms"),
+    "topic.metadata.refresh.interval.ms": _Prop("metadata.max.age.ms", _minus_one_is_forever),
+    "security.protocol": _Prop("security.protocol"),
+    "sasl.mechanisms": _Prop("sasl.mechanism"),
+    "sasl.mechanism": _Prop("sasl.mechanism"),
+    "sasl.username": _Prop("sasl.username"),
+    "sasl.password": _Prop("sasl.password"),
+    "sasl.oauthbearer.config": _Prop(None),
+    "oauth_cb": _Prop(None),
+    "ssl.ca.location": _Prop("ssl.ca.location"),
+    "ssl.certificate.location": _Prop("ssl.certificate.location"),
+    "ssl.key.location": _Prop("ssl.key.location"),
+    "ssl.key.password": _Prop("ssl.key.password"),
+    "ssl.endpoint.identification.algorithm": _Prop(
+        "ssl.endpoint.identification.algorithm",
+        lambda n, v: "" if isinstance(v, str) and v.strip().lower() == "none" else v),
+    "partitioner": _Prop(None),
+    "sticky.partitioning.linger.ms": _Prop(None),
+    "queue.buffering.max.messages": _Prop(None),
+    "queue.buffering.max.kbytes": _Prop(None),
+    "on_delivery": _Prop(None),
+    "dr_cb": _Prop(None),
+    "dr_msg_cb": _Prop(None),
+    "error_cb": _Prop(None),
+    "logger": _Prop(None),
+    "api.version.request": _Prop(None),
+}
+"""librdkafka property -> what it becomes (see the module docstring)."""
+
+_NO_EQUIVALENT: Final[dict[str, str]] = {
+    "batch.num.messages": "batches are bounded in bytes only: use batch.size",
+    "statistics.interval.ms": "librdkafka's statistics JSON has no equivalent: use producer.metrics() "
+                              "(Java's metric names)",
+    "stats_cb": "librdkafka's statistics JSON has no equivalent: use producer.metrics() (Java's metric names)",
+    "throttle_cb": "throttle events are not reported",
+    "debug": "use logging.getLogger('sparkafka').setLevel(logging.DEBUG)",
+    "enable.ssl.certificate.verification": "certificates are always verified: pass your own ssl.SSLContext "
+                                           "as ssl.context to change that",
+    "ssl.ca.pem": "write the PEM to a file and use ssl.ca.location, or pass an ssl.SSLContext as ssl.context",
+    "ssl.certificate.pem": "write the PEM to a file and use ssl.certificate.location",
+    "ssl.key.pem": "write the PEM to a file and use ssl.key.location",
+    "ssl.cipher.suites": "build an ssl.SSLContext and pass it as ssl.context",
+    "ssl.curves.list": "build an ssl.SSLContext and pass it as ssl.context",
+    "ssl.sigalgs.list": "build an ssl.SSLContext and pass it as ssl.context",
+    "ssl.crl.location": "build an ssl.SSLContext and pass it as ssl.context",
+    "ssl.keystore.location": "use ssl.certificate.location and ssl.key.location (PEM)",
+    "ssl.engine.location": "OpenSSL engines are not supported",
+    "ssl.providers": "build an ssl.SSLContext and pass it as ssl.context",
+    "enable.gapless.guarantee": "with idempotence, a gap fails only the partition's records and renumbers them "
+                                "(see docs/DESIGN.md)",
+    "queuing.strategy": "records are always sent in order (fifo)",
+    "produce.offset.report": "the offset is always reported",
+    "sasl.oauthbearer.method": "give oauth_cb (or sasl.oauthbearer.token.provider) a function that returns "
+                               "the token",
+    "queue.buffering.backpressure.threshold": "the Sender sends as soon as a request is ready",
+    "socket.nagle.disable": "Nagle is always disabled",
+}
+"""librdkafka properties with no equivalent that users set often, and what to do instead."""
+
+_NO_EQUIVALENT_FAMILIES: Final = (
+    ("sasl.kerberos.", "GSSAPI (Kerberos) is not supported"),
+    ("sasl.oauthbearer.", "give oauth_cb (or sasl.oauthbearer.token.provider) a function that returns "
+                          "the token"),
+    ("ssl_engine", "OpenSSL engines are not supported"),
+    ("plugin.", "librdkafka plugins are not supported"),
+    ("interceptor", "interceptors are not supported"),
+)
+
+_CONSUMER_ONLY: Final = frozenset({
+    "group.id", "group.instance.id", "group.protocol", "group.remote.assignor", "partition.assignment.strategy",
+    "session.timeout.ms", "heartbeat.interval.ms", "group.protocol.type", "coordinator.query.interval.ms",
+    "max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store",
+    "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes", "max.partition.fetch.bytes", "fetch.max.bytes", "fetch.min.bytes",
+    "fetch.error.backoff.ms", "isolation.level", "enable.partition.eof", "check.crcs", "auto.offset.reset",
+    "allow.auto.create.topics", "client.rack", "on_commit", "rebalance_cb", "offset_commit_cb",
+    "consume.callback.max.messages",
+})
+"""Consumer properties: librdkafka ignores them on a producer with a warning; so does the compat layer."""
+
+
+@dataclass
+class CompatSettings:
+    """What the compat ``Producer`` honours itself, with librdkafka's defaults."""
+
+    partitioner: str = "consistent_random"
+    sticky_linger_ms: int | None = None
+    """None: librdkafka's default, twice linger.ms (at most 900000)."""
+    max_messages: int = 100000
+    max_kbytes: int = 1048576
+    on_delivery: Callable[..., Any] | None = None
+    error_cb: Callable[..., Any] | None = None
+    logger: logging.Logger | None = None
+    compression_level: int | None = None
+    oauth_cb: Callable[..., Any] | None = None
+    oauthbearer_config: str = ""
+    java: dict[str, Any] = field(default_factory=dict)
+    """The Java-named settings for the inner KafkaProducer."""
+
+
+def _int(name: str, value: Any, low: int, high: int) -> int:
+    number = _number(name, value)
+    if number is None or not number.is_integer() or not low <= number <= high:
+        raise ConfigError(f"{name!r} must be an integer from {low} to {high}, got {value!r}", name)
+    return int(number)
+
+
+def _callable(name: str, value: Any) -> Callable[..., Any]:
+    if not callable(value):
+        raise ConfigError(f"{name!r} must be a callable, got {type(value).__name__}", name)
+    result: Callable[..., Any] = value
+    return result
+
+
+def _flatten(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with a legacy ``default.topic.config`` dict merged in (top-level entries win)."""
+    if not isinstance(conf, Mapping):
+        raise TypeError(f"Producer expects a dict of librdkafka properties, got {type(conf).__name__}")
+    out: dict[str, Any] = {}
+    nested = conf.get("default.topic.config")
+    if nested is not None:
+        if not isinstance(nested, Mapping):
+            raise ConfigError("'default.topic.config' must be a dict", "default.topic.config")
+        out.update(nested)
+    for name, value in conf.items():
+        if name != "default.topic.config":
+            out[name] = value
+    return out
+
+
+def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
+    if name == "partitioner":
+        if value not in LIBRDKAFKA_PARTITIONERS:
+            raise ConfigError(f"'partitioner' must be one of {', '.join(LIBRDKAFKA_PARTITIONERS)}, got {value!r}",
+                              name)
+        settings.partitioner = value
+    elif name == "sticky.partitioning.linger.ms":
+        settings.sticky_linger_ms = _int(name, value, 0, 900000)
+    elif name == "queue.buffering.max.messages":
+        settings.max_messages = _int(name, value, 0, 2147483647)
+    elif name == "queue.buffering.max.kbytes":
+        settings.max_kbytes = _int(name, value, 1, 2147483647)
+    elif name in ("on_delivery", "dr_cb", "dr_msg_cb"):
+        settings.on_delivery = _callable(name, value)
+    elif name == "error_cb":
+        settings.error_cb = _callable(name, value)
+    elif name == "logger":
+        if not isinstance(value, logging.Logger):
+            raise ConfigError(f"'logger' must be a logging.Logger, got {type(value).__name__}", name)
+        settings.logger = value
+    elif name == "compression.level":
+        level = _int(name, value, -1, 22)
+        settings.compression_level = None if level == -1 else level
+    elif name == "oauth_cb":
+        settings.oauth_cb = _callable(name, value)
+    elif name == "sasl.oauthbearer.config":
+        settings.oauthbearer_config = str(value)
+    elif name == "api.version.request":
+        if str(value).strip().lower() not in ("true", "1"):
+            raise ConfigError("'api.version.request' false (brokers older than 0.10) is not supported: "
+                              "sparkafka needs ApiVersions (Kafka 0.10+)", name)
+
+
+def _unsupported(name: str) -> ConfigError:
+    reason = _NO_EQUIVALENT.get(name)
+    if reason is None:
+        for prefix, why in _NO_EQUIVALENT_FAMILIES:
+            if name.startswith(prefix):
+                reason = why
+                break
+    if reason is not None:
+        return ConfigError(f"librdkafka property {name!r} has no equivalent in sparkafka: {reason}", name)
+    close = difflib.get_close_matches(name, [*PROPERTIES, *KEYS_BY_NAME], n=1, cutoff=0.75)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"property {name!r} is not a librdkafka producer property sparkafka can honour (no "
+                       f"equivalent){hint}", name)
+
+
+def translate(conf: Mapping[str, Any]) -> CompatSettings:
+    """Split a confluent-kafka config into the Java settings and what the compat Producer honours."""
+    settings = CompatSettings()
+    java = settings.java
+    for name, value in _flatten(conf).items():
+        if not isinstance(name, str):
+            raise ConfigError(f"property names must be strings, got {name!r}")
+        prop = PROPERTIES.get(name)
+        if prop is not None:
+            if prop.java is None:
+                _compat_value(settings, name, value)
+                continue
+            if prop.convert is not None:
+                value = prop.convert(name, value)
+            if value is None:
+                continue
+            if prop.java in java and java[prop.java] != value:
+                raise ConfigError(f"{name!r} sets {prop.java!r}, which another property already set to a "
+                                  f"different value ({java[prop.java]!r})", name)
+            java[prop.java] = value
+        elif name in KEYS_BY_NAME:
+            java[name] = value  # a Java key librdkafka has no property of that name for
+        elif name in _CONSUMER_ONLY:
+            log.warning("Configuration property %s is a consumer property and will be ignored by this producer "
+                        "instance", name)
+        else:
+            raise _unsupported(name)
+    if settings.compression_level is not None:
+        codec = str(java.get("compression.type", "none")).strip().lower()
+        if codec in ("gzip", "lz4", "zstd"):
+            java[f"compression.{codec}.level"] = settings.compression_level
+    if settings.oauth_cb is not None:
+        java["sasl.oauthbearer.token.provider"] = functools.partial(settings.oauth_cb, settings.oauthbearer_config)
+    return settings

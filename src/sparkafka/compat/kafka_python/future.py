@@ -1,0 +1,142 @@
+"""kafka-python's ``FutureRecordMetadata`` and ``RecordMetadata`` over sparkafka's record future.
+
+How it works: ``FutureRecordMetadata`` wraps the future ``KafkaProducer.send`` returned and gives it
+kafka-python's surface: ``get(timeout)`` (``KafkaTimeoutError`` when not done in time, the record's error
+when it failed), the ``is_done`` / ``value`` / ``exception`` attributes, ``succeeded()``, ``failed()``,
+``retriable()``, and ``add_callback(f, *args, **kwargs)`` / ``add_errback`` / ``add_both`` / ``chain``.
+Callbacks run once the record is final, on the producer's I/O thread (kafka-python: its sender thread),
+or at once in the caller's thread when it already is; an exception in a callback is logged, as
+kafka-python does. ``RecordMetadata`` has kafka-python's nine fields (``checksum`` is None: message
+format v2 has no per-record checksum).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from sparkafka.errors import KafkaTimeoutError, RetriableError
+from sparkafka.producer.future import FutureRecordMetadata as _RecordFuture
+
+__all__ = ["FutureRecordMetadata", "RecordMetadata", "TopicPartition"]
+
+log = logging.getLogger("sparkafka.compat")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """kafka-python's ``RecordMetadata``."""
+
+    topic: str
+    partition: int
+    topic_partition: TopicPartition
+    offset: int
+    timestamp: int
+    checksum: int | None
+    serialized_key_size: int
+    serialized_value_size: int
+    serialized_header_size: int
+
+
+class FutureRecordMetadata:
+    """What the compat ``send()`` returns (see the module docstring)."""
+
+    __slots__ = ("_header_size", "_inner")
+
+    def __init__(self, inner: _RecordFuture, header_size: int) -> None:
+        self._inner = inner
+        self._header_size = header_size
+
+    # -- state ---------------------------------------------------------------------------------------
+    @property
+    def is_done(self) -> bool:
+        return self._inner.done()
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The record's error once it failed (an attribute, as kafka-python's)."""
+        inner = self._inner
+        return inner.exception(0) if inner.done() else None
+
+    @property
+    def value(self) -> RecordMetadata | None:
+        """The metadata once the record succeeded."""
+        inner = self._inner
+        if not inner.done() or inner.exception(0) is not None:
+            return None
+        return self._metadata()
+
+    def succeeded(self) -> bool:
+        return self._inner.done() and self._inner.exception(0) is None
+
+    def failed(self) -> bool:
+        return self._inner.done() and self._inner.exception(0) is not None
+
+    def retriable(self) -> bool:
+        return isinstance(self.exception, RetriableError)
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait up to ``timeout`` seconds (None: as long as it takes); raise the record's error if it
+        failed, ``KafkaTimeoutError`` if it is not done in time."""
+        try:
+            self._inner.result(timeout)
+        except KafkaTimeoutError:
+            if not self._inner.done():
+                raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.") from None
+            raise
+        return self._metadata()
+
+    def _metadata(self) -> RecordMetadata:
+        md = self._inner.value()
+        return RecordMetadata(md.topic, md.partition, TopicPartition(md.topic, md.partition), md.offset,
+                              md.timestamp, None, md.serialized_key_size, md.serialized_value_size,
+                              self._header_size)
+
+    # -- callbacks -----------------------------------------------------------------------------------
+    def add_callback(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        """``f(*args, metadata, **kwargs)`` once the record succeeds."""
+        fn = functools.partial(f, *args, **kwargs) if args or kwargs else f
+
+        def on_done(_: object) -> None:
+            if self._inner.exception(0) is None:
+                _run(fn, self._metadata(), "callback")
+
+        self._inner.add_done_callback(on_done)
+        return self
+
+    def add_errback(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        """``f(*args, exception, **kwargs)`` once the record fails."""
+        fn = functools.partial(f, *args, **kwargs) if args or kwargs else f
+
+        def on_done(_: object) -> None:
+            error = self._inner.exception(0)
+            if error is not None:
+                _run(fn, error, "errback")
+
+        self._inner.add_done_callback(on_done)
+        return self
+
+    def add_both(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        self.add_callback(f, *args, **kwargs)
+        return self.add_errback(f, *args, **kwargs)
+
+    def chain(self, future: Any) -> FutureRecordMetadata:
+        """Complete kafka-python's ``future`` (``success`` / ``failure``) with this record's outcome."""
+        self.add_callback(future.success)
+        return self.add_errback(future.failure)
+
+    def __repr__(self) -> str:
+        return f"FutureRecordMetadata({self._inner!r})"
+
+
+def _run(fn: Callable[[Any], object], argument: object, kind: str) -> None:
+    try:
+        fn(argument)
+    except Exception:
+        log.exception("Error processing %s", kind)

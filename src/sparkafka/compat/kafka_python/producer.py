@@ -1,0 +1,204 @@
+"""kafka-python's ``KafkaProducer`` on sparkafka (``from sparkafka.compat.kafka_python import KafkaProducer``).
+
+How it works: the constructor translates kafka-python's arguments once (``config.py``) and builds a
+sparkafka ``KafkaProducer`` without serializers, so its sends can take the C send lane. ``send()`` keeps
+kafka-python's contract: it raises ``IllegalStateError`` once closed, ``ValueError`` for a record without
+key and value or a partition the topic does not have, serializes key and value as kafka-python does
+(a callable is called ``f(obj)``; a ``kafka.serializer.Serializer``-like object ``serialize(topic,
+headers, obj)`` with the record's header list), raises ``TypeError`` when a serializer returns anything
+but bytes or None, raises the errors ``KafkaProducer.send`` raises (``KafkaTimeoutError`` for metadata or
+memory past ``max_block_ms``, ``MessageSizeTooLargeError`` = ``RecordTooLargeError``), and returns a
+kafka-python-style future. The partitioner is sparkafka's built-in one (kafka-python's default hashes
+keys with the same murmur2) unless a custom one is given (``partitioner.py``). Like kafka-python, the
+producer is closed at interpreter exit (``close(timeout=1)``), so records sent just before exit are
+flushed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, SupportsIndex
+
+from sparkafka import errors
+from sparkafka.compat.kafka_python.config import KafkaPythonSettings, default_arguments, translate
+from sparkafka.compat.kafka_python.future import FutureRecordMetadata
+from sparkafka.compat.kafka_python.partitioner import adapt_partitioner
+from sparkafka.producer.producer import KafkaProducer as _Producer
+
+__all__ = ["KafkaProducer"]
+
+log = logging.getLogger("sparkafka.compat")
+
+Serialize = Callable[[str, list[tuple[str, bytes]], Any], Any]
+
+
+class KafkaProducer:
+    """kafka-python's ``KafkaProducer(**configs)`` (see the module docstring)."""
+
+    def __init__(self, **configs: Any) -> None:
+        settings: KafkaPythonSettings = translate(configs)
+        self.config: dict[str, Any] = {**default_arguments(), **configs}
+        """kafka-python's defaults updated with the arguments given (as kafka-python's ``config``)."""
+        self._key_ser = _serializer(settings.key_serializer, "key_serializer")
+        self._value_ser = _serializer(settings.value_serializer, "value_serializer")
+        self._closers = [s for s in (settings.key_serializer, settings.value_serializer)
+                         if callable(getattr(s, "close", None))]
+        partitioner = adapt_partitioner(settings.partitioner) if settings.partitioner is not None else None
+        if partitioner is not None:
+            settings.java["partitioner.class"] = partitioner
+        self._metrics_enabled = settings.metrics_enabled
+        self._producer = _Producer(settings.java)
+        self._closed = False
+        ref = weakref.ref(self)
+
+        def close_at_exit() -> None:
+            producer = ref()
+            if producer is not None:
+                producer.close(timeout=1)
+
+        self._at_exit = close_at_exit
+        atexit.register(close_at_exit)
+
+    # ------------------------------------------------------------------ send
+    def send(self, topic: str, value: Any = None, key: Any = None,
+             headers: Sequence[tuple[str, bytes]] | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        """kafka-python's ``send``: returns a future of ``RecordMetadata``."""
+        if self._closed:
+            raise errors.IllegalStateError("KafkaProducer already closed!")
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
+        header_list: list[tuple[str, bytes]] = [] if headers is None else _check_headers(headers)
+        key_bytes = self._serialize(self._key_ser, topic, header_list, key, "key")
+        value_bytes = self._serialize(self._value_ser, topic, header_list, value, "value")
+        if partition is not None:
+            self._check_partition(topic, partition)
+        future = self._producer.send(topic, value_bytes, key_bytes, partition, timestamp_ms,
+                                     header_list or None)
+        header_size = -1
+        if header_list:
+            header_size = sum(len(k.encode("utf-8")) + len(v) for k, v in header_list)
+        return FutureRecordMetadata(future, header_size)
+
+    @staticmethod
+    def _serialize(serializer: Serialize | None, topic: str, headers: list[tuple[str, bytes]], data: Any,
+                   field: str) -> bytes | None:
+        out = data if serializer is None else serializer(topic, headers, data)
+        if out is None or type(out) is bytes:
+            return out
+        if isinstance(out, (bytearray, memoryview)):
+            return bytes(out)
+        raise TypeError(f"Unsupported type for serialized {field}: {type(out)}")
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        """kafka-python: ``ValueError`` for a partition the topic does not have (after its metadata)."""
+        if type(partition) is not int or partition < 0:
+            raise ValueError("partition must be >= 0")
+        count = self._producer._metadata.fetch().partition_count(topic)
+        if count is None:
+            count = len(self._producer.partitions_for(topic))
+        if partition >= count:
+            raise ValueError(f"Unrecognized partition {partition} for topic {topic}")
+
+    # ------------------------------------------------------------------ flush, close, metadata
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for every record sent so far; ``KafkaTimeoutError`` after ``timeout`` seconds."""
+        self._producer.flush(timeout)
+
+    def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
+        """Send what is buffered and stop, waiting at most ``timeout`` seconds."""
+        atexit.unregister(self._at_exit)
+        if self._closed:
+            return
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"Invalid timeout: {timeout}")
+        self._closed = True
+        self._producer.close(timeout)
+        for serializer in self._closers:
+            try:
+                serializer.close()
+            except Exception:
+                log.exception("closing a serializer failed")
+
+    def __enter__(self) -> KafkaProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The topic's partition ids (waits up to ``max_block_ms`` for its metadata)."""
+        return set(self._producer.partitions_for(topic))
+
+    def bootstrap_connected(self) -> bool:
+        """True once a broker answered a Metadata request."""
+        return not self._producer._metadata.fetch().is_bootstrap
+
+    def metrics(self, raw: bool = False) -> dict[str, Any] | None:
+        """Java-named producer metrics: ``{"producer-metrics": {name: value}}`` (raw: ``{name: value}``);
+        None with ``metrics_enabled=False``."""
+        if not self._metrics_enabled:
+            return None
+        values = self._producer.metrics()
+        return dict(values) if raw else {"producer-metrics": dict(values)}
+
+    # ------------------------------------------------------------------ transactions
+    def init_transactions(self) -> None:
+        self._producer.init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit_transaction(self) -> None:
+        self._producer.commit_transaction()
+
+    def abort_transaction(self) -> None:
+        self._producer.abort_transaction()
+
+    def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
+        raise NotImplementedError("send_offsets_to_transaction (KIP-447, consume-transform-produce) is not "
+                                  "implemented by sparkafka yet")
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError("cannot pickle a KafkaProducer: it owns an I/O thread, sockets and buffered records; "
+                        "create one in each process from its arguments")
+
+    def __str__(self) -> str:
+        cfg = self._producer.config
+        return f"<KafkaProducer client_id={cfg.client_id} transactional_id={cfg.transactional_id}>"
+
+
+def _check_headers(headers: object) -> list[tuple[str, bytes]]:
+    """kafka-python's rule: a list of ``(str, bytes)`` tuples, else ``TypeError``."""
+    if not isinstance(headers, list):
+        raise TypeError("headers must be list-type")
+    for item in headers:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                and isinstance(item[1], bytes)):
+            raise TypeError("All headers items must be (str, bytes) tuples")
+    return headers
+
+
+def _serializer(spec: Any, name: str) -> Serialize | None:
+    """kafka-python's serializer shapes, decided once: an object with ``serialize(topic, headers, data)``
+    (kafka-python 3's ``Serializer``) or ``serialize(topic, data)``, or a callable ``f(data)``."""
+    if spec is None:
+        return None
+    method = getattr(spec, "serialize", None)
+    if callable(method):
+        try:
+            required = sum(1 for p in inspect.signature(method).parameters.values()
+                           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+        except (TypeError, ValueError):
+            required = 3
+        if required == 2:
+            return lambda topic, headers, data: method(topic, data)
+        serialize: Serialize = method
+        return serialize
+    if callable(spec):
+        return lambda topic, headers, data: spec(data)
+    raise errors.ConfigError(f"{name} must be a callable f(value) or a Serializer, got {type(spec).__name__}", name)

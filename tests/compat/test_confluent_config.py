@@ -1,0 +1,167 @@
+"""The compat Producer's config: librdkafka property names to Java keys, in one table.
+
+How it works: ``translate`` is called on confluent-kafka config dicts and its Java-named result is
+checked, and validated by ``ProducerConfig`` as the compat Producer does; the error objects are compared
+with confluent-kafka's own ``KafkaError`` (every constant, and the text of one).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import confluent_kafka
+import pytest
+
+from sparkafka.compat.confluent_config import PROPERTIES, translate, with_default_port
+from sparkafka.compat.librdkafka_errors import KafkaError, KafkaException, from_exception
+from sparkafka.config import INT32_MAX, KEYS_BY_NAME, ProducerConfig
+from sparkafka.errors import ConfigError, DeliveryTimeoutError, ProducerFencedError, error_for_code
+
+
+def java(conf: dict[str, Any]) -> ProducerConfig:
+    settings = translate(conf)
+    settings.java.setdefault("bootstrap.servers", "h:9092")
+    return ProducerConfig.from_mapping(settings.java)
+
+
+def test_every_mapped_property_names_a_java_key() -> None:
+    for name, prop in PROPERTIES.items():
+        assert prop.java is None or prop.java in KEYS_BY_NAME, name
+
+
+@pytest.mark.parametrize(("conf", "attr", "expected"), [
+    ({"metadata.broker.list": "a:1,b:2"}, "bootstrap_servers", ("a:1", "b:2")),
+    ({"bootstrap.servers": "localhost,[::1],PLAINTEXT://k:19092"}, "bootstrap_servers",
+     ("localhost:9092", "[::1]:9092", "k:19092")),
+    ({"queue.buffering.max.ms": 20}, "linger_ms", 20),
+    ({"linger.ms": 0.5}, "linger_ms", 1),
+    ({"linger.ms": "12"}, "linger_ms", 12),
+    ({"request.required.acks": "1"}, "acks", 1),
+    ({"acks": "all"}, "acks", -1),
+    ({"message.max.bytes": 2000000}, "max_request_size", 2000000),
+    ({"message.timeout.ms": 0}, "delivery_timeout_ms", INT32_MAX),
+    ({"message.timeout.ms": 45000}, "delivery_timeout_ms", 45000),
+    ({"message.send.max.retries": 3}, "retries", 3),
+    ({"compression.codec": "lz4"}, "compression_type", "lz4"),
+    ({"compression.type": "gzip", "compression.level": 4}, "compression_gzip_level", 4),
+    ({"compression.type": "snappy", "compression.level": 4}, "compression_type", "snappy"),
+    ({"socket.send.buffer.bytes": 0}, "send_buffer_bytes", -1),
+    ({"socket.receive.buffer.bytes": 65536}, "receive_buffer_bytes", 65536),
+    ({"connections.max.idle.ms": 0}, "connections_max_idle_ms", -1),
+    ({"topic.metadata.refresh.interval.ms": 60000}, "metadata_max_age_ms", 60000),
+    ({"security.protocol": "sasl_plaintext", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u",
+      "sasl.password": "p"}, "sasl_mechanism", "SCRAM-SHA-512"),
+    ({"ssl.endpoint.identification.algorithm": "none"}, "ssl_endpoint_identification_algorithm", ""),
+    ({"enable.idempotence": "false", "acks": 1}, "enable_idempotence", False),
+    ({"transactional.id": "tx", "transaction.timeout.ms": 30000}, "transaction_timeout_ms", 30000),
+    ({"default.topic.config": {"acks": 1}}, "acks", 1),
+    ({"max.block.ms": 1500}, "max_block_ms", 1500),   # a Java key librdkafka has no property of that name for
+    ({"client.id": "app"}, "client_id", "app"),
+])
+def test_librdkafka_properties_become_java_settings(conf: dict[str, Any], attr: str, expected: Any) -> None:
+    assert getattr(java(conf), attr) == expected
+
+
+def test_the_compat_settings_and_their_librdkafka_defaults() -> None:
+    defaults = translate({})
+    assert (defaults.partitioner, defaults.max_messages, defaults.max_kbytes) == ("consistent_random", 100000,
+                                                                                  1048576)
+    settings = translate({"partitioner": "murmur2_random", "sticky.partitioning.linger.ms": 0,
+                          "queue.buffering.max.messages": 7, "queue.buffering.max.kbytes": 3,
+                          "on_delivery": print, "error_cb": print})
+    assert (settings.partitioner, settings.sticky_linger_ms, settings.max_messages, settings.max_kbytes) == (
+        "murmur2_random", 0, 7, 3)
+    assert settings.on_delivery is print and settings.error_cb is print
+    assert "partitioner" not in settings.java and "queue.buffering.max.messages" not in settings.java
+
+
+def test_oauth_cb_gets_the_oauthbearer_config() -> None:
+    def oauth_cb(config: str) -> tuple[str, float]:
+        return f"token-for-{config}", 0.0
+
+    cfg = java({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "OAUTHBEARER", "oauth_cb": oauth_cb,
+                "sasl.oauthbearer.config": "scope=x"})
+    provider = cfg.sasl_oauthbearer_token_provider
+    assert provider is not None and provider() == ("token-for-scope=x", 0.0)
+
+
+@pytest.mark.parametrize(("conf", "name", "reason"), [
+    ({"batch.num.messages": 1000}, "batch.num.messages", "use batch.size"),
+    ({"statistics.interval.ms": 1000}, "statistics.interval.ms", r"producer\.metrics\(\)"),
+    ({"stats_cb": print}, "stats_cb", r"producer\.metrics\(\)"),
+    ({"debug": "msg"}, "debug", "logging"),
+    ({"enable.ssl.certificate.verification": False}, "enable.ssl.certificate.verification", "ssl.context"),
+    ({"sasl.kerberos.service.name": "kafka"}, "sasl.kerberos.service.name", "GSSAPI"),
+    ({"ssl.ca.pem": "---"}, "ssl.ca.pem", "ssl.ca.location"),
+])
+def test_librdkafka_only_properties_are_errors_naming_them(conf: dict[str, Any], name: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=rf"librdkafka property '{name}' has no equivalent in sparkafka: .*"
+                                          rf"{reason}") as info:
+        translate(conf)
+    assert info.value.key == name
+
+
+def test_unknown_properties_and_bad_values() -> None:
+    with pytest.raises(ConfigError, match=r"'queue\.buffering\.max\.mesages' .* did you mean "
+                                          r"'queue\.buffering\.max\.messages'") as info:
+        translate({"queue.buffering.max.mesages": 1})
+    assert info.value.key == "queue.buffering.max.mesages"
+    with pytest.raises(ConfigError, match=r"'partitioner' must be one of random, consistent, consistent_random"):
+        translate({"partitioner": "crc32"})
+    with pytest.raises(ConfigError, match=r"'queue\.buffering\.max\.messages' must be an integer from 0"):
+        translate({"queue.buffering.max.messages": -1})
+    with pytest.raises(ConfigError, match=r"'api\.version\.request' false"):
+        translate({"api.version.request": False})
+    translate({"api.version.request": "true"})
+    with pytest.raises(ConfigError, match=r"'queue\.buffering\.max\.ms' sets 'linger\.ms', which another "
+                                          r"property already set to a different value"):
+        translate({"linger.ms": 5, "queue.buffering.max.ms": 10})
+    with pytest.raises(ConfigError, match=r"'on_delivery' must be a callable"):
+        translate({"on_delivery": 5})
+
+
+def test_consumer_properties_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="sparkafka.compat"):
+        settings = translate({"group.id": "g", "auto.offset.reset": "earliest"})
+    assert settings.java == {}
+    assert "group.id is a consumer property and will be ignored" in caplog.text
+
+
+def test_with_default_port() -> None:
+    assert with_default_port("a,b:1") == ["a:9092", "b:1"]
+    assert with_default_port(["[fe80::1]", "[fe80::1]:7"]) == ["[fe80::1]:9092", "[fe80::1]:7"]
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def test_error_constants_are_confluents() -> None:
+    theirs = {name: getattr(confluent_kafka.KafkaError, name) for name in dir(confluent_kafka.KafkaError)
+              if name.lstrip("_")[:1].isupper() and type(getattr(confluent_kafka.KafkaError, name)) is int}
+    ours = {name: getattr(KafkaError, name) for name in theirs if hasattr(KafkaError, name)}
+    assert ours == theirs
+    for code, name in KafkaError.NAMES.items():
+        assert confluent_kafka.KafkaError(code).name() == name
+
+
+def test_error_objects_behave_like_confluents() -> None:
+    ours = KafkaError(KafkaError._MSG_TIMED_OUT)
+    theirs = confluent_kafka.KafkaError(confluent_kafka.KafkaError._MSG_TIMED_OUT)
+    assert (repr(ours), str(ours), ours.name(), ours.str(), ours.code()) == (
+        repr(theirs), str(theirs), theirs.name(), theirs.str(), theirs.code())
+    assert ours == KafkaError._MSG_TIMED_OUT and ours != KafkaError._PURGE_QUEUE
+    assert str(KafkaException(ours)) == str(confluent_kafka.KafkaException(theirs))
+    assert KafkaException(ours).args[0] is ours
+
+
+def test_sparkafka_errors_map_to_librdkafka_codes() -> None:
+    timed_out = from_exception(DeliveryTimeoutError("expired"))
+    assert (timed_out.code(), timed_out.str(), timed_out.retriable(), timed_out.fatal()) == (
+        KafkaError._MSG_TIMED_OUT, "expired", False, False)
+    retriable = from_exception(error_for_code(19, "few replicas"))
+    assert retriable.code() == KafkaError.NOT_ENOUGH_REPLICAS and retriable.retriable()
+    fenced = from_exception(ProducerFencedError("newer producer"))
+    assert fenced.code() == KafkaError.PRODUCER_FENCED and fenced.fatal()
+    other = from_exception(RuntimeError("bug"))
+    assert other.code() == KafkaError._FAIL and "RuntimeError: bug" in other.str()

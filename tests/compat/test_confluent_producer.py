@@ -1,0 +1,283 @@
+"""The compat ``Producer`` behaves as confluent-kafka's: delivery reports from poll()/flush() on the
+caller's thread, BufferError at librdkafka's queue limits, flush() returning what is still queued,
+purge(), produce() errors, transactions, list_topics().
+
+How it works: records go to the session's Tansu broker or a librdkafka mock cluster (for broker outages,
+slow answers and transactions, read back from the raw log with ``transactions.raw_log``) and are read
+back with confluent-kafka's consumer (``support.consume``); the delivery reports are compared with what
+was read.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from sparkafka.compat.confluent import (
+    TIMESTAMP_CREATE_TIME,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
+from support.consume import consume_all, create_topic
+from support.mock_cluster import ApiKey, MockCluster
+from transactions.raw_log import committed_view, read_log
+
+pytestmark = [pytest.mark.timeout(120)]
+
+Report = tuple[KafkaError | None, Message]
+
+
+def collect() -> tuple[list[Report], Callable[[KafkaError | None, Message], None], list[int]]:
+    reports: list[Report] = []
+    threads: list[int] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        reports.append((err, msg))
+        threads.append(threading.get_ident())
+
+    return reports, on_delivery, threads
+
+
+def test_delivery_reports_match_what_a_consumer_reads(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("dr")
+    create_topic(tansu.bootstrap_servers, topic, 3)
+    reports, on_delivery, threads = collect()
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "on_delivery": on_delivery})
+    try:
+        for i in range(30):
+            p.produce(topic, f"value-{i}", key=f"key-{i}" if i % 3 else None,
+                      headers={"i": str(i), "n": None} if i % 2 else [("i", str(i).encode())])
+        p.produce(topic, b"with-timestamp", timestamp=1_600_000_000_123)
+        assert len(p) == 31
+        assert p.flush(30) == 0
+        assert len(p) == 0
+    finally:
+        p.close()
+    assert set(threads) == {threading.get_ident()}
+    assert all(err is None for err, _ in reports)
+    records = consume_all(tansu.bootstrap_servers, topic, expected_count=31)
+    by_value = {r.value: r for r in records}
+    assert len(reports) == len(by_value) == 31
+    for _, msg in reports:
+        record = by_value[msg.value()]
+        assert (msg.topic(), msg.partition(), msg.offset(), msg.key()) == (topic, record.partition, record.offset,
+                                                                             record.key)
+        assert (msg.headers() or []) == record.headers
+        assert msg.timestamp() == (TIMESTAMP_CREATE_TIME, record.timestamp)
+        latency = msg.latency()
+        assert msg.error() is None and latency is not None and latency >= 0
+        assert len(msg) == msg.len() == len(record.value or b"")
+    assert by_value[b"with-timestamp"].timestamp == 1_600_000_000_123
+    assert by_value[b"value-1"].headers == [("i", b"1"), ("n", None)]
+
+
+def test_reports_wait_for_poll_and_a_callback_error_leaves_poll(tansu: Any, unique_topic: Callable[[str], str]
+                                                                ) -> None:
+    topic = unique_topic("poll")
+    seen: list[bytes | None] = []
+
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
+        seen.append(msg.value())
+        if msg.value() == b"2":
+            raise ValueError("callback failed")
+
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers})
+    try:
+        for i in range(5):
+            p.produce(topic, str(i), callback=on_delivery)
+        p._producer.flush(30)  # every record acknowledged by the broker: reports are only queued
+        assert seen == [] and len(p) == 5
+        with pytest.raises(ValueError, match="callback failed"):
+            p.poll(0)
+        assert seen == [b"0", b"1", b"2"] and len(p) == 2
+        assert p.poll(0) == 2
+        assert seen == [b"0", b"1", b"2", b"3", b"4"] and len(p) == 0
+        assert p.poll(0.05) == 0
+    finally:
+        p.close()
+
+
+def test_buffer_error_at_the_message_limit_until_reports_are_served(tansu: Any,
+                                                                    unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("full")
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "queue.buffering.max.messages": 3})
+    try:
+        for _ in range(3):
+            p.produce(topic, b"x")
+        with pytest.raises(BufferError, match="Local: Queue full"):
+            p.produce(topic, b"x")
+        p._producer.flush(30)
+        with pytest.raises(BufferError):  # delivered, but the reports were not served
+            p.produce(topic, b"x")
+        assert p.poll(0) == 3
+        p.produce(topic, b"y")
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    assert len(consume_all(tansu.bootstrap_servers, topic, expected_count=4)) == 4
+
+
+def test_buffer_error_at_the_byte_limit(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("kb")
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "queue.buffering.max.kbytes": 2})
+    try:
+        p.produce(topic, b"v" * 1000, key=b"k" * 24)
+        p.produce(topic, b"v" * 1000, key=b"k" * 24)  # 2048 bytes: at the limit
+        with pytest.raises(BufferError):
+            p.produce(topic, b"v")
+        assert p.flush(30) == 0
+        p.produce(topic, b"v")
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+
+
+def test_flush_returns_what_is_still_queued_and_purge_fails_unsent_records(
+        mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    """No producer id (InitProducerId answered COORDINATOR_LOAD_IN_PROGRESS until the errors are cleared):
+    the idempotent producer sends nothing, so every record stays queued, whatever the timing."""
+    topic = unique_topic("purge")
+    mock_cluster.create_topic(topic, 1, 1)
+    mock_cluster.push_request_errors(ApiKey.INIT_PRODUCER_ID, [14] * 500)
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "on_delivery": on_delivery})
+    try:
+        for i in range(5):
+            p.produce(topic, str(i))
+        assert p.flush(0.3) == 5 and len(p) == 5 and reports == []
+        p.purge()
+        assert p.flush(10) == 0
+        assert [msg.value() for _, msg in reports] == [b"0", b"1", b"2", b"3", b"4"]
+        assert all(err is not None and err.code() == KafkaError._PURGE_QUEUE for err, _ in reports)
+        mock_cluster.clear_request_errors(ApiKey.INIT_PRODUCER_ID)
+        p.produce(topic, b"last")
+        assert p.flush(30) == 0
+        assert reports[-1][0] is None
+    finally:
+        p.close()
+    values = [r.value for r in consume_all(mock_cluster.bootstrap_servers, topic, expected_count=1)]
+    assert values == [b"last"]
+
+
+def test_produce_errors_are_raised_as_librdkafka_raises_them(tansu: Any, unique_topic: Callable[[str], str]
+                                                             ) -> None:
+    topic = unique_topic("err")
+    create_topic(tansu.bootstrap_servers, topic, 2)
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "message.max.bytes": 10000,
+                  "on_delivery": on_delivery})
+    try:
+        p.produce(topic, b"ok")
+        assert p.flush(30) == 0
+        with pytest.raises(KafkaException) as info:
+            p.produce(topic, b"x" * 20000)
+        assert info.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        with pytest.raises(KafkaException) as info:
+            p.produce(topic, b"x", partition=2)
+        assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+        assert "Unknown partition" in str(info.value)
+        with pytest.raises(TypeError, match="bytes-like object is required, not 'int'"):
+            p.produce(topic, 5)  # type: ignore[arg-type]
+        assert len(p) == 0
+        p.produce("not a topic!", b"x")  # librdkafka reports this in the delivery report
+        assert p.flush(30) == 0
+        err, msg = reports[-1]
+        assert err is not None and err.code() == KafkaError.TOPIC_EXCEPTION and msg.topic() == "not a topic!"
+        assert msg.error() is err and msg.offset() < 0 and msg.latency() is None
+    finally:
+        p.close()
+
+
+def test_transactions_commit_and_abort(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("txn")
+    mock_cluster.create_topic(topic, 3, 3)
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
+                  "on_delivery": on_delivery})
+    try:
+        with pytest.raises(KafkaException) as info:
+            p.begin_transaction()  # before init_transactions
+        assert info.value.args[0].code() == KafkaError._STATE and not info.value.args[0].fatal()
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, f"committed-{i}", key=str(i))
+        p.commit_transaction(30)
+        assert len(p) == 0 and len(reports) == 10 and all(err is None for err, _ in reports)
+        p.begin_transaction()
+        for i in range(10):
+            p.produce(topic, f"aborted-{i}", key=str(i))
+        p.flush(30)
+        p.abort_transaction(30)
+        with pytest.raises(KafkaException) as info:
+            p.send_offsets_to_transaction([], object())
+        assert info.value.args[0].code() == KafkaError._NOT_IMPLEMENTED
+        with pytest.raises(KafkaException, match="transactional producer"):
+            p.purge()
+    finally:
+        p.close()
+    visible = sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic)))
+    assert visible == sorted(f"committed-{i}".encode() for i in range(10))
+
+
+def test_list_topics(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("lt")
+    create_topic(tansu.bootstrap_servers, topic, 4)
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers})
+    try:
+        one = p.list_topics(topic, timeout=10)
+        assert list(one.topics) == [topic] and sorted(one.topics[topic].partitions) == [0, 1, 2, 3]
+        assert all(pm.leader in one.brokers for pm in one.topics[topic].partitions.values())
+        assert topic in p.list_topics().topics
+    finally:
+        p.close()
+
+
+def test_logger_gets_sparkafkas_records_while_open(tansu: Any) -> None:
+    captured: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            captured.append(record.getMessage())
+
+    user_logger = logging.getLogger("my-app-kafka")
+    user_logger.addHandler(Capture())
+    user_logger.setLevel(logging.INFO)
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "logger": user_logger})
+    logging.getLogger("sparkafka.producer").warning("a sparkafka warning")
+    p.close()
+    logging.getLogger("sparkafka.producer").warning("after close")
+    assert "a sparkafka warning" in captured and "after close" not in captured
+
+
+def test_a_producer_does_not_pickle(tansu: Any) -> None:
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers})
+    try:
+        with pytest.raises(TypeError, match="cannot pickle a Producer"):
+            pickle.dumps(p)
+    finally:
+        p.close()
+
+
+def test_a_topic_without_metadata_fails_in_the_delivery_report(mock_cluster: MockCluster,
+                                                               unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("nometa")
+    mock_cluster.topic_set_error(topic, 3)  # UNKNOWN_TOPIC_OR_PARTITION in every Metadata answer
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "max.block.ms": 300,
+                  "on_delivery": on_delivery})
+    try:
+        p.produce(topic, b"v")  # does not raise: librdkafka reports it in the delivery report
+        assert len(p) == 1
+        assert p.flush(10) == 0
+    finally:
+        p.close()
+    [(err, msg)] = reports
+    assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT and msg.partition() == -1

@@ -1,0 +1,282 @@
+"""The kafka-python compat producer: kafka-python's arguments, defaults, send() contract and futures.
+
+How it works: the argument table is checked against the installed kafka-python's own ``DEFAULT_CONFIG``;
+records go to Tansu (or the librdkafka mock cluster, to make a record fail or wait) and are read back with
+confluent-kafka's consumer (``support.consume``), and compared with what the futures reported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import selectors
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import kafka
+import pytest
+from kafka.partitioner.default import DefaultPartitioner
+from kafka.serializer import JsonSerializer
+
+from sparkafka.compat.kafka_python import KafkaProducer, RecordMetadata, TopicPartition
+from sparkafka.compat.kafka_python.config import ARGUMENTS, translate
+from sparkafka.compat.kafka_python.errors import (
+    IllegalStateError,
+    KafkaConfigurationError,
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+)
+from sparkafka.config import INT32_MAX, ProducerConfig
+from sparkafka.producer.murmur2 import partition_for_key
+from support.consume import consume_all, create_topic
+from support.mock_cluster import ApiKey, MockCluster
+from transactions.raw_log import committed_view, read_log
+
+pytestmark = [pytest.mark.timeout(120)]
+
+
+def java(**configs: Any) -> ProducerConfig:
+    return ProducerConfig.from_mapping(translate(configs).java)
+
+
+# ----------------------------------------------------------------------------------------- arguments
+
+
+def test_every_kafka_python_argument_is_in_the_table_with_its_default() -> None:
+    theirs = kafka.KafkaProducer.DEFAULT_CONFIG
+    assert set(theirs) <= set(ARGUMENTS)
+    for name, default in theirs.items():
+        if name in ("partitioner", "kafka_client"):
+            continue  # objects: the default partitioner maps to the built-in one, the client cannot be given
+        assert ARGUMENTS[name].default == default, name
+
+
+def test_left_out_arguments_take_kafka_pythons_defaults() -> None:
+    cfg = java()
+    assert cfg.bootstrap_servers == ("localhost:9092",)
+    assert cfg.linger_ms == 0 and cfg.retries == INT32_MAX and cfg.acks == -1 and cfg.enable_idempotence
+    assert cfg.compression_type == "none" and cfg.send_buffer_bytes == -1 and cfg.receive_buffer_bytes == -1
+    assert cfg.reconnect_backoff_max_ms == 30000 and cfg.delivery_timeout_ms == 120000
+    assert cfg.client_id.startswith("kafka-python-producer-")
+    assert java().client_id != cfg.client_id
+
+
+@pytest.mark.parametrize(("configs", "attr", "expected"), [
+    ({"bootstrap_servers": ["a", "b:19092"]}, "bootstrap_servers", ("a:9092", "b:19092")),
+    ({"acks": "all"}, "acks", -1),
+    ({"acks": 1}, "acks", 1),
+    ({"compression_type": "gzip"}, "compression_type", "gzip"),
+    ({"retries": 3}, "retries", 3),
+    ({"linger_ms": 7, "batch_size": 0}, "batch_size", 1),
+    ({"buffer_memory": 1 << 20}, "buffer_memory", 1 << 20),
+    ({"ssl_check_hostname": False}, "ssl_endpoint_identification_algorithm", ""),
+    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "u",
+      "sasl_plain_password": "p"}, "sasl_username", "u"),
+    ({"max_in_flight_requests_per_connection": 1}, "max_in_flight_requests_per_connection", 1),
+    ({"client_id": "mine"}, "client_id", "mine"),
+])
+def test_arguments_become_java_settings(configs: dict[str, Any], attr: str, expected: Any) -> None:
+    assert getattr(java(**configs), attr) == expected
+
+
+def test_oauth_token_provider_object() -> None:
+    class Provider:
+        def token(self) -> str:
+            return "the-token"
+
+    cfg = java(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=Provider())
+    provider = cfg.sasl_oauthbearer_token_provider
+    assert provider is not None and provider() == "the-token"
+
+
+@pytest.mark.parametrize(("name", "value", "reason"), [
+    ("socks5_proxy", "socks5://p:1080", "SOCKS"),
+    ("proxy_url", "socks5://p:1080", "SOCKS"),
+    ("ssl_crlfile", "/x.crl", "ssl_context"),
+    ("ssl_ciphers", "ECDHE", "ssl_context"),
+    ("sasl_kerberos_service_name", "other", "GSSAPI"),
+    ("metric_reporters", [object], "metrics"),
+    ("allow_auto_create_topics", False, "auto-creation"),
+    ("bootstrap_timeout_ms", 5000, "max_block_ms"),
+    ("socket_options", [], "TCP_NODELAY"),
+    ("selector", selectors.SelectSelector, "DefaultSelector"),
+    ("kafka_client", object, "network client"),
+])
+def test_arguments_sparkafka_cannot_honour_are_errors_naming_them(name: str, value: Any, reason: str) -> None:
+    with pytest.raises(KafkaConfigurationError, match=rf"kafka-python argument {name} \(other than its default\) "
+                                                      rf"cannot be honoured by sparkafka: .*{reason}") as info:
+        translate({name: value})
+    assert info.value.key == name
+
+
+def test_defaults_of_unsupported_arguments_and_api_version_are_accepted(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="sparkafka.compat"):
+        translate({"socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)], "allow_auto_create_topics": True,
+                   "selector": selectors.DefaultSelector, "api_version": (2, 8, 0), "bootstrap_timeout_ms": 30000})
+    assert "api_version=(2, 8, 0) ignored" in caplog.text
+
+
+def test_unknown_arguments_are_value_errors() -> None:
+    with pytest.raises(ValueError, match=r"Unrecognized configs: 'linger' .* did you mean 'linger_ms'"):
+        translate({"linger": 5})
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+def test_send_with_serializers_futures_and_callbacks(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("kp")
+    create_topic(tansu.bootstrap_servers, topic, 4)
+    succeeded: list[tuple[str, RecordMetadata]] = []
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, key_serializer=str.encode,
+                             value_serializer=lambda v: json.dumps(v).encode())
+    try:
+        futures = []
+        for i in range(20):
+            future = producer.send(topic, {"n": i}, key=f"key-{i}", headers=[("h", str(i).encode())])
+            future.add_callback(lambda tag, md: succeeded.append((tag, md)), "ok")
+            futures.append(future)
+        explicit = producer.send(topic, value={"explicit": True}, key="x", partition=3, timestamp_ms=1_650_000_000_000)
+        producer.flush(30)
+        assert producer.partitions_for(topic) == {0, 1, 2, 3}
+        metrics = producer.metrics()
+        assert metrics is not None and metrics["producer-metrics"]["record-send-total"] >= 21
+    finally:
+        producer.close()
+    records = {(r.partition, r.offset): r for r in consume_all(tansu.bootstrap_servers, topic, expected_count=21)}
+    for i, future in enumerate(futures):
+        assert future.is_done and future.succeeded() and not future.failed() and future.exception is None
+        md = future.get(timeout=0)
+        assert future.value == md
+        assert md.topic_partition == TopicPartition(topic, md.partition) and md.checksum is None
+        assert md.partition == partition_for_key(f"key-{i}".encode(), 4)  # kafka-python's DefaultPartitioner
+        record = records[(md.partition, md.offset)]
+        assert (record.key, record.value) == (f"key-{i}".encode(), json.dumps({"n": i}).encode())
+        assert record.headers == [("h", str(i).encode())]
+        assert (md.serialized_key_size, md.serialized_value_size, md.serialized_header_size) == (
+            len(record.key or b""), len(record.value or b""), 1 + len(str(i)))
+        assert md.timestamp == record.timestamp
+    assert sorted(md.offset for _, md in succeeded) == sorted(f.get().offset for f in futures)
+    assert all(tag == "ok" for tag, _ in succeeded)
+    md = explicit.get(0)
+    assert md.partition == 3 and md.timestamp == 1_650_000_000_000 and md.serialized_key_size == 1
+
+
+def test_send_raises_as_kafka_python_does(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("raise")
+    create_topic(tansu.bootstrap_servers, topic, 2)
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, max_request_size=2000,
+                             value_serializer=lambda v: v)
+    try:
+        with pytest.raises(ValueError, match="Need at least one: key or value"):
+            producer.send(topic)
+        with pytest.raises(TypeError, match="headers must be list-type"):
+            producer.send(topic, b"v", headers={"h": b"1"})  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"\(str, bytes\) tuples"):
+            producer.send(topic, b"v", headers=[("h", "text")])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match="Unsupported type for serialized value: <class 'str'>"):
+            producer.send(topic, "not bytes")
+        with pytest.raises(ValueError, match=f"Unrecognized partition 2 for topic {topic}"):
+            producer.send(topic, b"v", partition=2)
+        with pytest.raises(MessageSizeTooLargeError):
+            producer.send(topic, b"x" * 5000)
+    finally:
+        producer.close()
+    with pytest.raises(IllegalStateError, match="already closed"):
+        producer.send(topic, b"v")
+
+
+def test_a_failed_record_reaches_errbacks_and_get(mock_cluster: MockCluster, unique_topic: Callable[[str], str]
+                                                  ) -> None:
+    topic = unique_topic("fail")
+    mock_cluster.create_topic(topic, 1, 1)
+    producer = KafkaProducer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    try:
+        producer.send(topic, b"first").get(30)
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, [87])  # INVALID_RECORD: not retriable
+        failed: list[BaseException] = []
+        done = threading.Event()
+        future = producer.send(topic, b"rejected")
+
+        def errback(exc: BaseException) -> None:
+            failed.append(exc)
+            done.set()
+
+        future.add_errback(errback)
+        future.add_callback(lambda md: pytest.fail("the callback of a failed record ran"))
+        with pytest.raises(KafkaError) as info:
+            future.get(30)
+        assert done.wait(30)
+        assert future.failed() and not future.succeeded() and future.value is None
+        assert failed == [future.exception] and info.value is future.exception
+        late: list[BaseException] = []
+        future.add_errback(late.append)  # already failed: runs at once
+        assert late == [future.exception]
+    finally:
+        producer.close()
+
+
+def test_get_times_out_while_the_record_is_pending(mock_cluster: MockCluster, unique_topic: Callable[[str], str]
+                                                   ) -> None:
+    topic = unique_topic("pending")
+    mock_cluster.create_topic(topic, 1, 1)
+    mock_cluster.push_request_errors(ApiKey.INIT_PRODUCER_ID, [14] * 500)  # no producer id: nothing is sent
+    producer = KafkaProducer(bootstrap_servers=mock_cluster.bootstrap_servers)
+    try:
+        future = producer.send(topic, b"v")
+        with pytest.raises(KafkaTimeoutError, match=r"Timeout after waiting for 0\.2 secs"):
+            future.get(timeout=0.2)
+        assert not future.is_done and future.value is None and future.exception is None
+        with pytest.raises(KafkaTimeoutError):
+            producer.flush(timeout=0.2)
+        mock_cluster.clear_request_errors(ApiKey.INIT_PRODUCER_ID)
+        assert future.get(timeout=30).offset == 0
+    finally:
+        producer.close()
+
+
+class FirstPartition(kafka.partitioner.abc.Partitioner):  # type: ignore[misc]
+    def partition(self, topic: str, key: Any, serialized_key: bytes | None, value: Any,
+                  serialized_value: bytes | None, cluster: Any) -> int:
+        assert topic in cluster.topics() and cluster.available_partitions_for_topic(topic) == {0, 1, 2}
+        first: int = min(cluster.partitions_for_topic(topic))
+        return first
+
+
+def test_kafka_python_serializers_and_partitioners(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("shapes")
+    create_topic(tansu.bootstrap_servers, topic, 3)
+
+    def last_partition(key_bytes: bytes | None, all_partitions: list[int], available: list[int]) -> int:
+        return all_partitions[-1]  # kafka-python 1.x / 2.x shape
+
+    with KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, value_serializer=JsonSerializer(),
+                       partitioner=FirstPartition()) as first, \
+            KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, partitioner=last_partition) as last, \
+            KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, partitioner=DefaultPartitioner()) as default:
+        assert first.send(topic, {"a": 1}, key=b"k").get(30).partition == 0
+        assert last.send(topic, b"v", key=b"k").get(30).partition == 2
+        assert default.send(topic, b"v", key=b"some-key").get(30).partition == partition_for_key(b"some-key", 3)
+        assert default._producer.config.partitioner_class is None  # kafka-python's default: the built-in one
+    values = {r.partition: r.value for r in consume_all(tansu.bootstrap_servers, topic, expected_count=3)}
+    assert values[0] == b'{"a": 1}'
+
+
+def test_transactions(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("txn")
+    mock_cluster.create_topic(topic, 2, 3)
+    with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap_servers, transactional_id=f"{topic}-id") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"committed", key=b"k")
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"aborted", key=b"k")
+        producer.flush()
+        producer.abort_transaction()
+        with pytest.raises(NotImplementedError, match="KIP-447"):
+            producer.send_offsets_to_transaction({}, "group")
+    assert [r.value for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))] == [b"committed"]
