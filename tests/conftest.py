@@ -38,6 +38,7 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 from sparkafka.broker import EmbeddedBroker  # noqa: E402
+from support.endpoints import BrokerEndpoint, broker_endpoint  # noqa: E402
 from support.gateway import Certificates, make_certificates  # noqa: E402
 from support.kafka_cluster import KafkaCluster, TlsFiles  # noqa: E402
 from support.mock_cluster import MockCluster  # noqa: E402
@@ -174,25 +175,10 @@ def mock_cluster() -> Iterator[MockCluster]:
         cluster.close()
 
 
-class BrokerEndpoint:
-    """A running broker under test, by name (``kafka`` or ``tansu``) and PLAINTEXT bootstrap address."""
-
-    def __init__(self, name: str, bootstrap_servers: str) -> None:
-        self.name = name
-        self.bootstrap_servers = bootstrap_servers
-
-    def __repr__(self) -> str:
-        return f"BrokerEndpoint({self.name}, {self.bootstrap_servers})"
-
-
 @pytest.fixture(params=["kafka", "tansu"])
 def broker(request: pytest.FixtureRequest) -> BrokerEndpoint:
     """Apache Kafka (the shared node), then Tansu (the shared broker): for tests that must hold on both."""
-    if request.param == "kafka":
-        cluster: KafkaCluster = request.getfixturevalue("kafka")
-        return BrokerEndpoint("kafka", cluster.bootstrap)
-    embedded: EmbeddedBroker = request.getfixturevalue("tansu")
-    return BrokerEndpoint("tansu", embedded.bootstrap_servers)
+    return broker_endpoint(request, request.param)
 
 
 _topic_counter = itertools.count(1)

@@ -18,6 +18,7 @@ import pytest
 
 from sparkafka.producer.producer import KafkaProducer
 from support.consume import create_topic
+from support.endpoints import broker_endpoint
 from support.mock_cluster import MockCluster
 
 
@@ -57,26 +58,18 @@ class Target:
         return f"Target({self.name}, {self.bootstrap})"
 
 
+def _target(request: pytest.FixtureRequest, name: str, unique_topic: Callable[[str], str]) -> Target:
+    if name == "mock":
+        mock: MockCluster = request.getfixturevalue("mock_cluster")
+        return Target("mock", mock.bootstrap_servers, mock, unique_topic)
+    endpoint = broker_endpoint(request, name)
+    return Target(name, endpoint.bootstrap_servers, None, unique_topic)
+
+
 @pytest.fixture(params=["kafka", "tansu", "mock"])
 def target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
     """Apache Kafka, Tansu, then the mock cluster."""
-    if request.param == "kafka":
-        kafka = request.getfixturevalue("kafka")
-        t = Target("kafka", kafka.bootstrap, None, unique_topic)
-    elif request.param == "tansu":
-        tansu = request.getfixturevalue("tansu")
-        t = Target("tansu", tansu.bootstrap_servers, None, unique_topic)
-    else:
-        mock: MockCluster = request.getfixturevalue("mock_cluster")
-        t = Target("mock", mock.bootstrap_servers, mock, unique_topic)
-    yield t
-    t.close_producers()
-
-
-@pytest.fixture
-def mock_target(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> Iterator[Target]:
-    """The librdkafka mock cluster alone (fault injection)."""
-    t = Target("mock", mock_cluster.bootstrap_servers, mock_cluster, unique_topic)
+    t = _target(request, request.param, unique_topic)
     yield t
     t.close_producers()
 
@@ -84,24 +77,30 @@ def mock_target(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -
 @pytest.fixture(params=["kafka", "tansu"])
 def broker_target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
     """Apache Kafka, then Tansu: the real brokers (for what the mock cluster cannot check)."""
-    cluster = request.getfixturevalue(request.param)
-    bootstrap = cluster.bootstrap if request.param == "kafka" else cluster.bootstrap_servers
-    t = Target(request.param, bootstrap, None, unique_topic)
+    t = _target(request, request.param, unique_topic)
     yield t
     t.close_producers()
 
 
-@pytest.fixture
-def kafka_target(kafka: Any, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+@pytest.fixture(params=["mock"])
+def mock_target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+    """The librdkafka mock cluster alone (fault injection)."""
+    t = _target(request, "mock", unique_topic)
+    yield t
+    t.close_producers()
+
+
+@pytest.fixture(params=["kafka"])
+def kafka_target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
     """The shared Apache Kafka node alone."""
-    t = Target("kafka", kafka.bootstrap, None, unique_topic)
+    t = _target(request, "kafka", unique_topic)
     yield t
     t.close_producers()
 
 
-@pytest.fixture
-def tansu_target(tansu: Any, unique_topic: Callable[[str], str]) -> Iterator[Target]:
+@pytest.fixture(params=["tansu"])
+def tansu_target(request: pytest.FixtureRequest, unique_topic: Callable[[str], str]) -> Iterator[Target]:
     """The shared Tansu broker alone."""
-    t = Target("tansu", tansu.bootstrap_servers, None, unique_topic)
+    t = _target(request, "tansu", unique_topic)
     yield t
     t.close_producers()
