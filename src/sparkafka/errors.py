@@ -27,7 +27,8 @@ cheap to compare per batch.
     ├── KafkaConnectionError            could not connect / connection lost (retriable)
     ├── AuthenticationError             SASL or TLS handshake rejected
     ├── TransactionError                fatal transactional states
-    │   └── ProducerFencedError         (also a BrokerError: PRODUCER_FENCED)
+    │   ├── ProducerFencedError         (also a BrokerError: PRODUCER_FENCED)
+    │   └── TransactionLostError        a prepared transaction the coordinator no longer lets commit
     └── BrokerError                     an error code returned by a broker (.code, .name, .retriable)
         ├── UnsupportedVersionError     UNSUPPORTED_VERSION, also raised when the broker shares no
         │                               version of an API we need
@@ -129,6 +130,17 @@ class AuthenticationError(KafkaError):
 
 class TransactionError(KafkaError):
     """The transactional producer hit an error it cannot continue after."""
+
+
+class TransactionLostError(TransactionError):
+    """A transaction ended from its handle (``producer.txn_commit``) cannot be committed any more: the
+    coordinator aborted it (it outlived ``transaction.timeout.ms``, or the transactional.id was initialized
+    again), so its records will never be visible. ``code`` is the coordinator's answer."""
+
+    def __init__(self, message: str, transactional_id: str, code: int) -> None:
+        super().__init__(message)
+        self.transactional_id = transactional_id
+        self.code = code
 
 
 class BrokerError(KafkaError):
@@ -648,6 +660,13 @@ class InconsistentTopicIdError(RetriableBrokerError):
     invalid_metadata = True
 
 
+class TransactionalIdNotFoundError(BrokerError):
+    """TRANSACTIONAL_ID_NOT_FOUND (105)."""
+
+    code = 105
+    name = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 class TransactionAbortableError(BrokerError):
     """TRANSACTION_ABORTABLE (120)."""
 
@@ -682,7 +701,7 @@ _BROKER_ERRORS: tuple[type[BrokerError], ...] = (
     FencedLeaderEpochError, UnknownLeaderEpochError, UnsupportedCompressionTypeError, OffsetNotAvailableError,
     PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError, InvalidRecordError,
     ThrottlingQuotaExceededError, ProducerFencedError, UnacceptableCredentialError, UnknownTopicIdError,
-    InconsistentTopicIdError, TransactionAbortableError, RebootstrapRequiredError,
+    InconsistentTopicIdError, TransactionalIdNotFoundError, TransactionAbortableError, RebootstrapRequiredError,
 )
 _BY_CODE: dict[int, type[BrokerError]] = {cls.code: cls for cls in _BROKER_ERRORS}
 
@@ -736,6 +755,8 @@ INVALID_PRODUCER_EPOCH = InvalidProducerEpochError.code
 INVALID_TXN_STATE = InvalidTxnStateError.code
 INVALID_PRODUCER_ID_MAPPING = InvalidProducerIdMappingError.code
 CONCURRENT_TRANSACTIONS = ConcurrentTransactionsError.code
+INVALID_TRANSACTION_TIMEOUT = InvalidTransactionTimeoutError.code
+TRANSACTIONAL_ID_NOT_FOUND = TransactionalIdNotFoundError.code
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = TransactionalIdAuthorizationFailedError.code
 OPERATION_NOT_ATTEMPTED = OperationNotAttemptedError.code
 UNKNOWN_PRODUCER_ID = UnknownProducerIdError.code

@@ -113,6 +113,26 @@ class AdminClient:
         return node, resp.body
 
     # ------------------------------------------------------------------ API
+    def request(
+        self,
+        api_key: int,
+        body: Mapping[str, Any],
+        *,
+        node_id: int | None = None,
+        timeout_ms: float | None = None,
+        version: int | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """Send one request (to ``node_id``, else the least-loaded node) and wait for its answer: returns
+        ``(node_id, body)``; error codes in the body are the caller's to read. ``version=None``: the
+        highest both sides speak."""
+        return self._call(api_key, body, node_id=node_id, timeout_ms=timeout_ms, version=version)
+
+    def add_node(self, node_id: int, host: str, port: int) -> None:
+        """Make ``node_id`` reachable (a coordinator named by FindCoordinator) without a Metadata round trip."""
+        nodes = self.client.nodes()
+        if nodes.get(node_id) != (host, port):
+            self.client.update_nodes({**nodes, node_id: (host, port)})
+
     def api_versions(
         self, node_id: int | None = None, timeout_ms: float | None = None
     ) -> dict[int, tuple[int, int]]:

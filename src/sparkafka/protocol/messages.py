@@ -29,6 +29,7 @@ from sparkafka.protocol.schema import ArrayOf, Body, Field, Schema
 
 class ApiKey(enum.IntEnum):
     PRODUCE = 0
+    FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
     FIND_COORDINATOR = 10
@@ -39,6 +40,8 @@ class ApiKey(enum.IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     END_TXN = 26
     SASL_AUTHENTICATE = 36
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 class ApiSpec:
@@ -153,6 +156,74 @@ PRODUCE = _api(
             Field("port", "int32", "10+"),
             Field("rack", "string", "10+", nullable_versions="10+", default=None),
         ])), "10+", tag=0, tagged_versions="10+"),
+    ],
+)
+
+# ---- Fetch (1) ---------------------------------------------------
+# Read-only and names topics by name: versions 4-12 (13+ address topics by id; 4 is Kafka 4.0's oldest).
+# Used by the exactly-once sink's decision log (a small compacted topic read by the driver).
+
+FETCH = _api(
+    ApiKey.FETCH, "Fetch", (4, 12), 12,
+    [
+        Field("cluster_id", "string", "12+", nullable_versions="12+", default=None, tag=0,
+              tagged_versions="12+"),
+        Field("replica_id", "int32", default=-1),
+        Field("max_wait_ms", "int32"),
+        Field("min_bytes", "int32"),
+        Field("max_bytes", "int32", "3+", default=0x7FFFFFFF),
+        Field("isolation_level", "int8", "4+", default=0),
+        Field("session_id", "int32", "7+", default=0),
+        Field("session_epoch", "int32", "7+", default=-1),
+        Field("topics", ArrayOf(Schema("FetchTopic", [
+            Field("topic", "string"),
+            Field("partitions", ArrayOf(Schema("FetchPartition", [
+                Field("partition", "int32"),
+                Field("current_leader_epoch", "int32", "9+", default=-1),
+                Field("fetch_offset", "int64"),
+                Field("last_fetched_epoch", "int32", "12+", default=-1),
+                Field("log_start_offset", "int64", "5+", default=-1),
+                Field("partition_max_bytes", "int32"),
+            ]))),
+        ]))),
+        Field("forgotten_topics_data", ArrayOf(Schema("ForgottenTopic", [
+            Field("topic", "string", "7+"),
+            Field("partitions", ArrayOf("int32"), "7+"),
+        ])), "7+"),
+        Field("rack_id", "string", "11+", default=""),
+    ],
+    [
+        Field("throttle_time_ms", "int32", "1+"),
+        Field("error_code", "int16", "7+"),
+        Field("session_id", "int32", "7+", default=0),
+        Field("responses", ArrayOf(Schema("FetchableTopicResponse", [
+            Field("topic", "string"),
+            Field("partitions", ArrayOf(Schema("PartitionData", [
+                Field("partition_index", "int32"),
+                Field("error_code", "int16"),
+                Field("high_watermark", "int64"),
+                Field("last_stable_offset", "int64", "4+", default=-1),
+                Field("log_start_offset", "int64", "5+", default=-1),
+                Field("diverging_epoch", Schema("EpochEndOffset", [
+                    Field("epoch", "int32", "12+", default=-1),
+                    Field("end_offset", "int64", "12+", default=-1),
+                ]), "12+", tag=0, tagged_versions="12+"),
+                Field("current_leader", Schema("FetchLeaderIdAndEpoch", [
+                    Field("leader_id", "int32", "12+", default=-1),
+                    Field("leader_epoch", "int32", "12+", default=-1),
+                ]), "12+", tag=1, tagged_versions="12+"),
+                Field("snapshot_id", Schema("SnapshotId", [
+                    Field("end_offset", "int64", "12+", default=-1),
+                    Field("epoch", "int32", "12+", default=-1),
+                ]), "12+", tag=2, tagged_versions="12+"),
+                Field("aborted_transactions", ArrayOf(Schema("AbortedTransaction", [
+                    Field("producer_id", "int64", "4+"),
+                    Field("first_offset", "int64", "4+"),
+                ])), "4+", nullable_versions="4+"),
+                Field("preferred_read_replica", "int32", "11+", default=-1),
+                Field("records", "records", nullable_versions="0+"),
+            ]))),
+        ]))),
     ],
 )
 
@@ -435,10 +506,54 @@ SASL_AUTHENTICATE = _api(
     ],
 )
 
+# ---- DescribeTransactions (65), ListTransactions (66) (KIP-664) --------------------------------------
+
+DESCRIBE_TRANSACTIONS = _api(
+    ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", (0, 0), 0,
+    [Field("transactional_ids", ArrayOf("string"))],
+    [
+        Field("throttle_time_ms", "int32"),
+        Field("transaction_states", ArrayOf(Schema("DescribedTransactionState", [
+            Field("error_code", "int16"),
+            Field("transactional_id", "string"),
+            Field("transaction_state", "string"),
+            Field("transaction_timeout_ms", "int32"),
+            Field("transaction_start_time_ms", "int64"),
+            Field("producer_id", "int64"),
+            Field("producer_epoch", "int16"),
+            Field("topics", ArrayOf(Schema("TopicData", [
+                Field("topic", "string"),
+                Field("partitions", ArrayOf("int32")),
+            ]))),
+        ]))),
+    ],
+)
+
+LIST_TRANSACTIONS = _api(
+    ApiKey.LIST_TRANSACTIONS, "ListTransactions", (0, 2), 0,
+    [
+        Field("state_filters", ArrayOf("string")),
+        Field("producer_id_filters", ArrayOf("int64")),
+        Field("duration_filter", "int64", "1+", default=-1),
+        Field("transactional_id_pattern", "string", "2+", nullable_versions="2+", default=None),
+    ],
+    [
+        Field("throttle_time_ms", "int32"),
+        Field("error_code", "int16"),
+        Field("unknown_state_filters", ArrayOf("string")),
+        Field("transaction_states", ArrayOf(Schema("ListedTransactionState", [
+            Field("transactional_id", "string"),
+            Field("producer_id", "int64"),
+            Field("transaction_state", "string"),
+        ]))),
+    ],
+)
+
 
 ALL_APIS: tuple[ApiSpec, ...] = (
-    PRODUCE, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS,
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS,
     CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
+    DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
 )
 # fmt: on
 API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
@@ -448,6 +563,7 @@ API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
 #   must cap Produce at PRODUCE_MAX_VERSION_WITH_NAMES.
 # - AddPartitionsToTxn 4+ is broker-to-broker; clients use 0-3.
 # - InitProducerId 6 (two-phase commit, KIP-939) is still marked unstable in Kafka.
+# - Fetch 13+ names topics by id: the client reads by name, so up to 12 (only the sink's decision log reads).
 # - FindCoordinator 4+ batches keys (coordinator_keys / coordinators[]); 0-3 use key / node_id.
 # - Transactions: Produce 12+ and EndTxn 5+ are transactions v2 (KIP-890: the broker adds a partition to the
 #   transaction at its first Produce and bumps the epoch at every EndTxn, whose v5 answer carries the new
@@ -456,6 +572,7 @@ API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
 #   Produce at PRODUCE_MAX_VERSION_TRANSACTIONS_V1 and EndTxn at END_TXN_MAX_VERSION_TRANSACTIONS_V1.
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 13),
+    ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 11),
     ApiKey.METADATA: (1, 13),
     ApiKey.FIND_COORDINATOR: (0, 6),
@@ -466,6 +583,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 5),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),
 }
 PRODUCE_MAX_VERSION_WITH_NAMES = 12
 PRODUCE_MAX_VERSION_TRANSACTIONS_V1 = 11
