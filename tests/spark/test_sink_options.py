@@ -61,3 +61,34 @@ def test_bad_sink_option_values(name: str, value: str) -> None:
 def test_a_save_path_is_refused() -> None:
     with pytest.raises(ConfigError, match="takes no path"):
         SinkOptions.parse({**BOOT, "path": "/tmp/out"})
+
+
+def test_exactly_once_options() -> None:
+    opts = SinkOptions.parse({**BOOT, "sparkafka.guarantee": "Exactly-Once", "sparkafka.sink.id": "orders.v2_eu-1",
+                              "sparkafka.sink.log.topic": "decisions", "checkpointLocation": "/tmp/cp"})
+    assert (opts.exactly_once, opts.sink_id, opts.log_topic, opts.checkpoint_location) == (
+        True, "orders.v2_eu-1", "decisions", "/tmp/cp")
+    config = opts.transactional_config("sparkafka/orders.v2_eu-1/3/0")
+    assert config["transactional.id"] == "sparkafka/orders.v2_eu-1/3/0"
+    assert config["transaction.timeout.ms"] == "900000"  # the broker's default cap, not the producer's 60 s
+    custom = SinkOptions.parse({**BOOT, "sparkafka.guarantee": "exactly_once", "kafka.transaction.timeout.ms": "5000"})
+    assert custom.transactional_config("x")["transaction.timeout.ms"] == "5000" and custom.sink_id is None
+    assert not SinkOptions.parse(BOOT).exactly_once
+    assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+@pytest.mark.parametrize(("options", "message", "key"), [
+    ({"sparkafka.guarantee": "twice"}, r"'sparkafka.guarantee' must be 'at_least_once' or 'exactly_once', got 'twice'",
+     "sparkafka.guarantee"),
+    ({"sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": "a/b"}, r"'sparkafka.sink.id' must be 1-200 letters",
+     "sparkafka.sink.id"),
+    ({"sparkafka.sink.id": "s"}, r"'sparkafka.sink.id' needs sparkafka.guarantee='exactly_once'", "sparkafka.sink.id"),
+    ({"sparkafka.guarantee": "exactly_once", "kafka.acks": "1"},
+     r"needs transactional producers.*idempotence is off because 'acks' is 1", "sparkafka.guarantee"),
+    ({"sparkafka.guarantee": "exactly_once", "sparkafka.sink.log.topic": " "}, "'sparkafka.sink.log.topic' is empty",
+     "sparkafka.sink.log.topic"),
+])
+def test_bad_exactly_once_options(options: dict[str, str], message: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        SinkOptions.parse({**BOOT, **options})
+    assert info.value.key == key

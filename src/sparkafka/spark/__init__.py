@@ -8,10 +8,11 @@ Python workers as Arrow record batches and are sent by ``sparkafka.producer.arro
 keeps one producer per config (``producer_cache``). Every task flushes and fails if any of its
 records failed, so Spark retries it.
 
-Delivery guarantee: at-least-once. A retried task (or a re-run streaming micro-batch after a
-failure) sends its whole partition again, so records that a failed attempt had already delivered
-appear twice; nothing acknowledged is lost. Use keys and idempotent consumers, or de-duplicate
-downstream, where duplicates matter.
+Delivery guarantee: at-least-once by default. A retried task (or a re-run streaming micro-batch after
+a failure) sends its whole partition again, so records that a failed attempt had already delivered
+appear twice; nothing acknowledged is lost. With ``sparkafka.guarantee=exactly_once`` every task
+writes inside a Kafka transaction that the driver commits once Spark decided the write succeeded
+(``exactly_once``): a ``read_committed`` consumer sees every row exactly once.
 """
 
 from __future__ import annotations

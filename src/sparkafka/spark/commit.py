@@ -4,7 +4,10 @@ How it works: each successful task returns a ``SparkafkaCommitMessage`` (picklab
 and attempt number, rows received, records acknowledged, payload bytes and, per Kafka
 topic-partition, the first and last acknowledged offset and the record count. On the driver,
 ``WriteSummary.from_messages`` adds them up (``None`` entries are tasks that failed); the writer's
-``commit`` logs it and ``abort`` logs what completed tasks left in Kafka. With the
+``commit`` logs it and ``abort`` logs what completed tasks left in Kafka. Under exactly-once a message
+also carries the task's open ``SinkTransaction`` (and the streaming query id), which the driver commits
+(``spark.exactly_once``); the summary says which guarantee was used and how many transactions the
+driver committed (status ``skipped``: an earlier run had committed the write). With the
 ``sparkafka.summary.path`` option the summary is also appended to that file as one JSON line, which
 is how the ``sparkafka pipeline`` command reads its numbers back.
 """
@@ -18,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
+
+from sparkafka.spark.decision_log import SinkTransaction
 
 __all__ = ["PartitionOffsets", "SparkafkaCommitMessage", "WriteSummary", "read_summaries"]
 
@@ -38,6 +43,10 @@ class SparkafkaCommitMessage(WriterCommitMessage):
     offsets: tuple[PartitionOffsets, ...] = ()
     batch_id: int | None = None
     pid: int = 0
+    transaction: SinkTransaction | None = None
+    """Exactly-once: the task's open transaction (None: at-least-once, or the task had no rows)."""
+    query_id: str | None = None
+    """The streaming query's id (``sql.streaming.queryId``), None for a batch write."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +54,7 @@ class WriteSummary:
     """Totals of one write (a batch job, or one micro-batch of a streaming query)."""
 
     status: str
-    """``committed`` or ``aborted``."""
+    """``committed``, ``aborted`` or ``skipped`` (exactly-once: committed by an earlier run)."""
     batch_id: int | None
     tasks: int
     failed_tasks: int
@@ -58,10 +67,13 @@ class WriteSummary:
     """Successful tasks that were not their partition's first attempt."""
     partitions: dict[str, list[int]] = field(default_factory=dict)
     """``"topic:partition" -> [first_offset, last_offset, count]``."""
+    guarantee: str = "at_least_once"
+    transactions: int = 0
+    """Exactly-once: transactions the driver committed (or, when aborted, aborted)."""
 
     @classmethod
-    def from_messages(cls, messages: Sequence[Any], status: str,
-                      batch_id: int | None = None) -> WriteSummary:
+    def from_messages(cls, messages: Sequence[Any], status: str, batch_id: int | None = None, *,
+                      guarantee: str = "at_least_once", transactions: int = 0) -> WriteSummary:
         done = [m for m in messages if isinstance(m, SparkafkaCommitMessage)]
         partitions: dict[str, list[int]] = {}
         for m in done:
@@ -83,6 +95,8 @@ class WriteSummary:
             task_seconds=round(sum(m.seconds for m in done), 3),
             retried_tasks=sum(1 for m in done if m.attempt > 0),
             partitions=dict(sorted(partitions.items(), key=lambda kv: _tp_sort_key(kv[0]))),
+            guarantee=guarantee,
+            transactions=transactions,
         )
 
     def describe(self) -> str:
@@ -93,6 +107,9 @@ class WriteSummary:
             text += f", {self.failed_tasks} tasks failed"
         if self.retried_tasks:
             text += f", {self.retried_tasks} tasks succeeded on a retry"
+        if self.guarantee == "exactly_once":
+            text += ("; exactly-once: already committed by an earlier run, nothing written again"
+                     if self.status == "skipped" else f"; exactly-once, {self.transactions} transactions {self.status}")
         if self.partitions:
             text += "; offsets " + ", ".join(f"{tp}=[{r[0]}..{r[1]}]x{r[2]}"
                                               for tp, r in self.partitions.items())

@@ -8,9 +8,22 @@ converted to Arrow first, and error messages show Spark's type names. So a missi
 column, a wrong column type, no topic at all, an unknown option or a bad ``kafka.*`` producer
 setting fails the query before any task starts. Batch writes accept only ``mode("append")``: Kafka
 topics cannot be overwritten. The returned writers receive rows as Arrow record batches.
+
+Exactly-once: ``writer()``/``streamWriter()`` run on the driver before any task of the write, so they
+settle the sink's past first (``ExactlyOnceSink.recover``: a write a dead driver left PREPARED is
+committed). A batch write without ``sparkafka.sink.id`` gets a random one; a batch write whose sink id an
+earlier run committed sends nothing (``skip_write``), and a batch write sweeps the sink's open
+transactions. A streaming query without a sink id uses its query id, read from the checkpoint's
+``metadata`` file when the checkpoint location is a local path; otherwise the option is required.
 """
 
 from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from dataclasses import replace
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -18,8 +31,11 @@ from pyspark.sql.types import StructType
 
 from sparkafka.errors import ConfigError, InvalidRecordInputError
 from sparkafka.producer.arrow.send import ColumnPlan, plan_columns
-from sparkafka.spark.options import SinkOptions
+from sparkafka.spark.exactly_once import BATCH_WRITE, ExactlyOnceSink
+from sparkafka.spark.options import SINK_ID_OPTION, SinkOptions
 from sparkafka.spark.writer import SparkafkaBatchWriter, SparkafkaStreamWriter
+
+log = logging.getLogger("sparkafka.spark")
 
 __all__ = ["SINK_COLUMNS", "SparkafkaDataSource", "plan_spark_schema"]
 
@@ -76,8 +92,35 @@ class SparkafkaDataSource(DataSource):
             raise ConfigError(
                 "save mode 'overwrite' is not supported by the sparkafka sink: Kafka topics are "
                 "append-only; use mode('append')", "mode")
-        return SparkafkaBatchWriter(*self._prepare(schema))
+        options, plan = self._prepare(schema)
+        if options.exactly_once:
+            options = options.with_sink_id(options.sink_id or f"batch-{uuid.uuid4().hex}")
+            latest = ExactlyOnceSink(options).recover(sweep=True)
+            if latest is not None and latest.is_committed(BATCH_WRITE):
+                log.warning("sink %r: this batch write was committed by an earlier run; nothing is sent again "
+                            "(use a new %s for a new write)", options.sink_id, SINK_ID_OPTION)
+                options = replace(options, skip_write=True)
+        return SparkafkaBatchWriter(options, plan)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> SparkafkaStreamWriter:
         # Complete output mode asks for "overwrite": Kafka can only append, as Spark's Kafka sink does.
-        return SparkafkaStreamWriter(*self._prepare(schema))
+        options, plan = self._prepare(schema)
+        if options.exactly_once:
+            options = options.with_sink_id(options.sink_id or _query_id_of(options.checkpoint_location))
+            ExactlyOnceSink(options).recover(sweep=False)
+        return SparkafkaStreamWriter(options, plan)
+
+
+def _query_id_of(checkpoint: str | None) -> str:
+    """The streaming query id in ``<checkpoint>/metadata`` (written by Spark's StreamExecution at start)."""
+    path = checkpoint[len("file:"):] if checkpoint and checkpoint.startswith("file:") else checkpoint
+    if path and "://" not in path:
+        try:
+            with open(os.path.join(path, "metadata"), encoding="utf-8") as f:
+                return str(json.loads(f.readline())["id"])
+        except (OSError, ValueError, KeyError):
+            pass
+    raise ConfigError(
+        f"option {SINK_ID_OPTION!r} is required for an exactly-once streaming query whose checkpoint location "
+        f"is not a local path with Spark's metadata file ({checkpoint!r}): give the query a stable sink id",
+        SINK_ID_OPTION)

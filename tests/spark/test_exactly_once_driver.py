@@ -1,0 +1,152 @@
+"""The exactly-once sink's driver protocol on Apache Kafka, without a Spark session.
+
+How it works: "tasks" are ``write_partition_transactional`` calls given their Spark partition and attempt;
+they leave real transactions open, exactly as in an executor. ``ExactlyOnceSink`` then commits or aborts
+them through the decision log and the transaction finisher; confluent-kafka reads the topic back at
+``isolation.level=read_committed``. Covered here: a repeated commit and a re-run batch are skipped, an
+abort after the commit point finishes the commit, a transaction the broker timed out before the commit
+point fails the write with nothing visible, and a new query reusing a sink id is refused.
+"""
+
+from __future__ import annotations
+
+import collections
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkafka import errors
+from sparkafka.producer.arrow.send import plan_columns
+from sparkafka.producer.txn_commit import TransactionFinisher
+from sparkafka.spark.commit import SparkafkaCommitMessage
+from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog
+from sparkafka.spark.exactly_once import ExactlyOnceSink
+from sparkafka.spark.options import SinkOptions
+from sparkafka.spark.writer import write_partition_transactional
+from support.consume import consume_all, create_topic
+from support.kafka_cluster import KafkaCluster
+
+
+@pytest.fixture(params=["kafka", "kafka_tv1"])
+def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
+    node: KafkaCluster = request.getfixturevalue(request.param)
+    return node
+
+
+def _options(node: KafkaCluster, topic: str, sink_id: str, **extra: str) -> SinkOptions:
+    return SinkOptions.parse({"kafka.bootstrap.servers": node.bootstrap, "topic": topic, "kafka.linger.ms": "5",
+                              "sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id, **extra})
+
+
+def _rows(tag: str, count: int) -> Iterator[pa.RecordBatch]:
+    keys = [f"{tag}-{n}" for n in range(count)]
+    yield pa.record_batch([pa.array(keys), pa.array(keys)], names=["key", "value"])
+
+
+def _task(options: SinkOptions, tag: str, count: int, partition: int, attempt: int = 0, batch: int | None = None,
+          query: str | None = None) -> SparkafkaCommitMessage:
+    batches = list(_rows(tag, count))
+    plan = plan_columns(batches[0].schema, topic=options.topic)
+    return write_partition_transactional(options, plan, iter(batches), task=(partition, attempt, batch, query))
+
+
+def _committed(node: KafkaCluster, topic: str, expected: int | None = None) -> collections.Counter[bytes]:
+    records = consume_all(node.bootstrap, topic, expected_count=expected, timeout=60, isolation_level="read_committed")
+    return collections.Counter(r.key or b"" for r in records)
+
+
+def _latest(node: KafkaCluster, sink_id: str) -> Decision:
+    with DecisionLog({"bootstrap.servers": node.bootstrap}) as log:
+        decision = log.latest(sink_id)
+    assert decision is not None
+    return decision
+
+
+def test_a_repeated_commit_and_a_rerun_batch_write_nothing_twice(kafka: KafkaCluster) -> None:
+    topic, sink_id = f"eod-rerun-{uuid.uuid4().hex[:8]}", f"rerun-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 2)
+    options = _options(kafka, topic, sink_id)
+    sink = ExactlyOnceSink(options)
+    first = [_task(options, "a", 300, 0, batch=0), _task(options, "b", 200, 1, batch=0), None]
+    assert sink.commit(0, first).status == "committed"
+    assert sink.commit(0, first).status == "skipped"  # Spark may call commit again for the same batch
+    # the batch re-run after a restart: same ids, new transactions, aborted by the commit
+    rerun = [_task(options, "a", 300, 0, batch=0), _task(options, "b", 200, 1, batch=0)]
+    assert sink.commit(0, rerun).status == "skipped"
+    assert sink.commit(1, [_task(options, "c", 100, 0, batch=1)]).status == "committed"
+    keys = _committed(kafka, topic, 600)
+    assert set(keys.values()) == {1} and len(keys) == 600
+    decision = _latest(kafka, sink_id)
+    assert (decision.state, decision.batch, decision.last_committed) == (COMMITTED, 1, 1)
+    with TransactionFinisher({"bootstrap.servers": kafka.bootstrap}) as finisher:
+        assert finisher.list_open(f"sparkafka/{sink_id}/") == []
+
+
+def test_abort_after_the_commit_point_finishes_the_commit(kafka: KafkaCluster) -> None:
+    topic, sink_id = f"eod-prepared-{uuid.uuid4().hex[:8]}", f"prepared-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 2)
+    options = _options(kafka, topic, sink_id)
+    messages = [_task(options, "a", 250, 0), _task(options, "b", 150, 1)]
+    txns = tuple(m.transaction for m in messages if m.transaction is not None)
+    # a driver that recorded the commit point and died before any EndTxn
+    with DecisionLog(options.driver_config()) as log:
+        log.record(Decision(sink_id, 0, PREPARED, None, txns))
+    # an orphan of a losing attempt, open on the same topic: the commit sweeps it
+    _task(options, "orphan", 50, 1, attempt=1)
+    outcome = ExactlyOnceSink(options).abort(0, messages)
+    assert (outcome.status, outcome.transactions) == ("committed", 2)
+    keys = _committed(kafka, topic, 400)
+    assert set(keys.values()) == {1} and {k.split(b"-")[0] for k in keys} == {b"a", b"b"} and len(keys) == 400
+    assert _latest(kafka, sink_id).state == COMMITTED
+    with TransactionFinisher({"bootstrap.servers": kafka.bootstrap}) as finisher:
+        assert finisher.list_open(f"sparkafka/{sink_id}/") == []
+
+
+def test_a_transaction_timed_out_before_the_commit_point_fails_the_write(cluster: KafkaCluster) -> None:
+    topic, sink_id = f"eod-timeout-{uuid.uuid4().hex[:8]}", f"timeout-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap, topic, 2)
+    short = _options(cluster, topic, sink_id, **{"kafka.transaction.timeout.ms": "1500"})
+    messages = [_task(short, "a", 100, 0), _task(_options(cluster, topic, sink_id), "b", 100, 1)]
+    expired = messages[0].transaction
+    assert expired is not None
+    with TransactionFinisher({"bootstrap.servers": cluster.bootstrap}) as finisher:
+        # the coordinator aborts it 1.5 s after it started (it checks every second on these nodes)
+        for _ in range(300):
+            if finisher.describe([expired.handle.transactional_id])[expired.handle.transactional_id].state != "Ongoing":
+                break
+            finisher.admin.client.poll(100, finisher.admin.client.clock.monotonic_ms())
+    with pytest.raises(errors.TransactionLostError) as lost:
+        ExactlyOnceSink(short).commit(0, messages)
+    text = str(lost.value)
+    assert "1 of 2 task transactions were aborted by the broker before the driver could commit" in text
+    assert f"Spark partition 0 attempt 0 (100 records to {topic}-" in text
+    assert "kafka.transaction.timeout.ms is 1500 ms" in text and "transaction.max.timeout.ms" in text
+    assert "Nothing of this write was committed" in text
+    assert _committed(cluster, topic) == collections.Counter()
+    assert _latest(cluster, sink_id).state == ABORTED
+
+
+def test_a_new_query_reusing_a_sink_id_is_refused(kafka: KafkaCluster) -> None:
+    topic, sink_id = f"eod-query-{uuid.uuid4().hex[:8]}", f"query-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 1)
+    options = _options(kafka, topic, sink_id)
+    sink = ExactlyOnceSink(options)
+    assert sink.commit(0, [_task(options, "a", 10, 0, batch=0, query="q-1")]).status == "committed"
+    with pytest.raises(errors.ConfigError, match=r"already committed batches up to 0 for streaming query q-1.*q-2"):
+        sink.commit(0, [_task(options, "b", 10, 0, batch=0, query="q-2")])
+    assert set(_committed(kafka, topic, 10)) == {b"a-%d" % n for n in range(10)}
+
+
+def test_a_task_without_rows_opens_no_transaction(kafka: KafkaCluster) -> None:
+    topic, sink_id = f"eod-empty-{uuid.uuid4().hex[:8]}", f"empty-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 1)
+    options = _options(kafka, topic, sink_id)
+    plan = plan_columns(pa.schema([("key", pa.string()), ("value", pa.string())]), topic=topic)
+    made: list[Any] = []
+    message = write_partition_transactional(options, plan, iter([]), factory=made.append, task=(0, 0, None, None))
+    assert message.transaction is None and made == []
+    assert ExactlyOnceSink(options).commit(0, [message]).status == "committed"
+    assert _latest(kafka, sink_id).transactions == ()
