@@ -118,3 +118,31 @@ def test_pipeline_bad_arguments_exit_2(spark: Any, broker: Any, capsys: pytest.C
     assert main(["pipeline", "--bootstrap-servers", broker.bootstrap_servers, "--rows", "10",
                  "-X", "lnger.ms=1", "--no-progress", "--topic", topic_name("x")]) == 2
     assert "did you mean 'linger.ms'" in capsys.readouterr().err
+
+
+def test_pipeline_exactly_once_on_apache_kafka(spark: Any, kafka: Any, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    topic, sink_id = topic_name("orders-eo"), f"pipeline-test-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "summary.json"
+    args = ["pipeline", "--bootstrap-servers", kafka.bootstrap, "--rows", "6000", "--topic", topic, "--partitions",
+            "3", "--input-partitions", "3", "--no-progress", "--summary-json", str(out), "--exactly-once",
+            "--sink-id", sink_id]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    assert (result["guarantee"], result["transactions"], result["status"], result["sink_id"]) == (
+        "exactly_once", 3, "committed", sink_id)
+    assert f"exactly-once (sink id {sink_id}): 3 transactions committed" in capsys.readouterr().out
+    records = consume_all(kafka.bootstrap, topic, 6000, isolation_level="read_committed")
+    assert sorted(r.key or b"" for r in records) == [f"ord-{n:010d}".encode() for n in range(6000)]
+    # the same write again: committed already, nothing is sent
+    assert main(args) == 0
+    assert json.loads(out.read_text())["status"] == "skipped"
+    assert "committed by an earlier run, nothing written again" in capsys.readouterr().out
+    assert len(consume_all(kafka.bootstrap, topic, 6000, isolation_level="read_committed")) == 6000
+
+
+def test_pipeline_exactly_once_needs_apache_kafka(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pipeline", "--rows", "10", "--exactly-once"]) == 2
+    assert "--exactly-once needs Apache Kafka (--bootstrap-servers)" in capsys.readouterr().err
+    assert main(["pipeline", "--rows", "10", "--sink-id", "x", "--bootstrap-servers", "127.0.0.1:1"]) == 2
+    assert "--sink-id needs --exactly-once" in capsys.readouterr().err

@@ -10,7 +10,10 @@ configuration (``-X security.protocol=...``). Without ``--bootstrap-servers`` an
 started for the run and stopped at the end. While the write runs, a thread polls the broker's end
 offsets each second and prints records/s; at the end a summary gives rows read, records
 acknowledged, bytes, throughput, per-partition counts and the end offsets before and after.
-``run_pipeline`` is the same job for programs (the benchmark uses it).
+``--exactly-once`` writes with ``sparkafka.guarantee=exactly_once`` (``--sink-id`` names the write; a
+random one by default): the summary says the guarantee and how many transactions the driver committed.
+It needs Apache Kafka (``--bootstrap-servers``): the embedded Tansu broker has no ListTransactions and its
+read_committed shows aborted records. ``run_pipeline`` is the same job for programs (the benchmark uses it).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
@@ -34,6 +38,8 @@ DEFAULT_MASTER = "local[2,4]"
 DEFAULT_ROWS = 100_000
 DEFAULT_TOPIC = "orders"
 DEFAULT_PARTITIONS = 6
+_EMBEDDED_EXACTLY_ONCE = ("--exactly-once needs Apache Kafka (--bootstrap-servers): the embedded Tansu broker has no "
+                          "ListTransactions and its read_committed shows aborted records")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -66,6 +72,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                      help=f"partitions of a created topic (default {DEFAULT_PARTITIONS})")
     out.add_argument("--bootstrap-servers", metavar="HOST:PORT[,...]",
                      help="Kafka brokers; default: start an embedded Tansu broker for the run")
+    out.add_argument("--exactly-once", action="store_true",
+                     help="exactly-once: every task writes in a Kafka transaction the driver commits once Spark "
+                          "decided the write succeeded (needs Apache Kafka; read with isolation.level="
+                          "read_committed)")
+    out.add_argument("--sink-id", metavar="ID", help="with --exactly-once: the write's stable id (a run with the "
+                     "id of a write that committed sends nothing; default: random)")
     out.add_argument("-X", "--producer-config", action="append", default=[], metavar="KEY=VALUE",
                      help="a producer setting, Java name (e.g. -X linger.ms=20); repeatable")
     run_group = parser.add_argument_group("run")
@@ -97,6 +109,12 @@ class PipelineResult:
     offsets_before: dict[int, int] = field(default_factory=dict)
     offsets_after: dict[int, int] = field(default_factory=dict)
     retried_tasks: int = 0
+    guarantee: str = "at_least_once"
+    transactions: int = 0
+    """Exactly-once: the transactions the driver committed."""
+    status: str = "committed"
+    """``committed``, or ``skipped`` (exactly-once: the sink id's write was committed by an earlier run)."""
+    sink_id: str | None = None
 
     @property
     def records_per_second(self) -> float:
@@ -212,14 +230,26 @@ def run_pipeline(
     progress: TextIO | None = None,
     embedded_broker: bool = False,
     extra_options: Mapping[str, str] | None = None,
+    exactly_once: bool = False,
+    sink_id: str | None = None,
 ) -> PipelineResult:
     """Create the topic if needed, write the shaped rows through the sink, and report."""
     from sparkafka.cli.orders import generate_orders, read_input, shape_records
     from sparkafka.net.admin import AdminClient
     from sparkafka.spark import read_summaries, register
-    from sparkafka.spark.options import validate_producer_config
+    from sparkafka.spark.options import SinkOptions, check_sink_id, validate_producer_config
 
     validate_producer_config({**(producer_config or {}), "bootstrap.servers": bootstrap})
+    eo_options: dict[str, str] = {}
+    if sink_id is not None and not exactly_once:
+        raise ConfigError("--sink-id needs --exactly-once", "sink-id")
+    if exactly_once:
+        if embedded_broker:
+            raise ConfigError(_EMBEDDED_EXACTLY_ONCE, "exactly-once")
+        sink_id = check_sink_id(sink_id) if sink_id is not None else f"pipeline-{uuid.uuid4().hex[:12]}"
+        eo_options = {"sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id}
+        SinkOptions.parse({**{f"kafka.{k}": v for k, v in (producer_config or {}).items()},
+                           "kafka.bootstrap.servers": bootstrap, **eo_options})
     if partitions < 1:
         raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
     if input_partitions is not None and input_partitions < 1:
@@ -250,7 +280,7 @@ def run_pipeline(
                   .option("sparkafka.summary.path", summary_path))
         for key, value in (producer_config or {}).items():
             writer = writer.option(f"kafka.{key}", value)
-        for key, value in (extra_options or {}).items():
+        for key, value in {**eo_options, **(extra_options or {})}.items():
             writer = writer.option(key, value)
         started = time.monotonic()
         with (ProgressPrinter(bootstrap, topic, before, progress, security=security) if progress is not None
@@ -270,7 +300,8 @@ def run_pipeline(
         acknowledged=summary.acknowledged, bytes=summary.bytes, seconds=round(seconds, 3),
         value_format=value_format, avro_encoder=shaped.avro_encoder, avro_schema=shaped.avro_schema,
         partition_counts=dict(sorted(counts.items())), acked_offsets=dict(sorted(acked.items())),
-        offsets_before=before, offsets_after=after, retried_tasks=summary.retried_tasks)
+        offsets_before=before, offsets_after=after, retried_tasks=summary.retried_tasks,
+        guarantee=summary.guarantee, transactions=summary.transactions, status=summary.status, sink_id=sink_id)
 
 
 def format_summary(result: PipelineResult) -> str:
@@ -290,9 +321,19 @@ def format_summary(result: PipelineResult) -> str:
     ]
     if result.avro_schema:
         lines.append(f"  avro writer schema    {result.avro_schema}")
+    exactly_once = result.guarantee == "exactly_once"
+    if not exactly_once:
+        lines.append("  guarantee             at-least-once")
+    elif result.status == "skipped":
+        lines.append(f"  guarantee             exactly-once (sink id {result.sink_id}): committed by an earlier run, "
+                     "nothing written again")
+    else:
+        lines.append(f"  guarantee             exactly-once (sink id {result.sink_id}): {result.transactions:,} "
+                     "transactions committed; read with isolation.level=read_committed")
     if result.retried_tasks:
-        lines.append(f"  retried tasks         {result.retried_tasks:>14,}  (at-least-once: retries may "
-                     "duplicate records)")
+        lines.append(f"  retried tasks         {result.retried_tasks:>14,}  " + (
+            "(exactly-once: the failed attempts' transactions were aborted)" if exactly_once
+            else "(at-least-once: retries may duplicate records)"))
     lines.append("  partition    records   acknowledged offsets   end offset (ListOffsets) before -> after")
     for p in sorted(set(result.offsets_after) | set(result.partition_counts)):
         first, last = result.acked_offsets.get(p, [-1, -1])
@@ -302,8 +343,10 @@ def format_summary(result: PipelineResult) -> str:
     added = sum(result.offsets_after.values()) - sum(result.offsets_before.values())
     lines.append(f"  end offsets grew by {added:,} in total")
     if added != result.acknowledged:
-        lines.append(f"  note: that is not the {result.acknowledged:,} records acknowledged: other writers, or a "
-                     "broker whose ListOffsets lags (Tansu reports the base offset of a partition's last batch)")
+        why = ("transaction markers (one per partition and transaction) and aborted attempts take offsets too"
+               if exactly_once else "other writers, or a broker whose ListOffsets lags (Tansu reports the base "
+               "offset of a partition's last batch)")
+        lines.append(f"  note: that is not the {result.acknowledged:,} records acknowledged: {why}")
     return "\n".join(lines)
 
 
@@ -314,6 +357,10 @@ def run(args: argparse.Namespace) -> int:
         producer_config = _parse_producer_config(args.producer_config)
         if args.rows < 0:
             raise ConfigError(f"--rows must be >= 0, got {args.rows}", "rows")
+        if args.exactly_once and not args.bootstrap_servers:
+            raise ConfigError(_EMBEDDED_EXACTLY_ONCE, "exactly-once")
+        if args.sink_id is not None and not args.exactly_once:
+            raise ConfigError("--sink-id needs --exactly-once", "sink-id")
         with contextlib.ExitStack() as stack:
             bootstrap = args.bootstrap_servers
             if not bootstrap:
@@ -327,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
                 input_partitions=args.input_partitions, key_column=args.key_column,
                 value_format=args.value_format, value_column=args.value_column, topic=args.topic,
                 partitions=args.partitions, producer_config=producer_config, progress=progress,
-                embedded_broker=not args.bootstrap_servers)
+                embedded_broker=not args.bootstrap_servers, exactly_once=args.exactly_once, sink_id=args.sink_id)
     except (ConfigError, InvalidRecordInputError) as exc:
         print(f"sparkafka pipeline: {exc}", file=sys.stderr)
         return 2
