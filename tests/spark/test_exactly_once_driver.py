@@ -5,7 +5,8 @@ they leave real transactions open, exactly as in an executor. ``ExactlyOnceSink`
 them through the decision log and the transaction finisher; confluent-kafka reads the topic back at
 ``isolation.level=read_committed``. Covered here: a repeated commit and a re-run batch are skipped, an
 abort after the commit point finishes the commit, a transaction the broker timed out before the commit
-point fails the write with nothing visible, and a new query reusing a sink id is refused.
+point fails the write with nothing visible, and a new query reusing a sink id is refused. The decision
+log finds a sink's latest decision behind hundreds of other sinks' records, and ignores a cut batch.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import pytest
 from sparkafka import errors
 from sparkafka.producer.arrow.send import plan_columns
 from sparkafka.producer.txn_commit import TransactionFinisher
+from sparkafka.record.builder import encode_batch
 from sparkafka.spark.commit import SparkafkaCommitMessage
-from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog
+from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog, _whole_batches
 from sparkafka.spark.exactly_once import ExactlyOnceSink
 from sparkafka.spark.options import SinkOptions
 from sparkafka.spark.writer import write_partition_transactional
@@ -150,3 +152,30 @@ def test_a_task_without_rows_opens_no_transaction(kafka: KafkaCluster) -> None:
     assert message.transaction is None and made == []
     assert ExactlyOnceSink(options).commit(0, [message]).status == "committed"
     assert _latest(kafka, sink_id).transactions == ()
+
+
+def test_the_decision_log_finds_a_sink_behind_other_sinks(kafka: KafkaCluster) -> None:
+    topic = f"eod-log-{uuid.uuid4().hex[:8]}"  # a log of its own: created on the first record
+    config = {"bootstrap.servers": kafka.bootstrap}
+    with DecisionLog(config, topic) as log:
+        assert log.latest("mine") is None  # no topic yet: nothing recorded, nothing created
+        log.record(Decision("mine", 0, COMMITTED, 0))
+        log.record(Decision("mine", 1, PREPARED, 0))
+        for n in range(400):  # other sinks write after it: the reader looks further back window by window
+            log.record(Decision(f"other-{n % 7}", n, COMMITTED, n))
+    with DecisionLog(config, topic) as log:
+        mine = log.latest("mine")
+        assert mine is not None and (mine.batch, mine.state, mine.last_committed) == (1, PREPARED, 0)
+        assert mine.written_ms > 0
+        other = log.latest("other-3")
+        assert other is not None and other.batch == 395
+        assert log.latest("nobody") is None
+
+
+def test_a_cut_batch_at_the_end_of_a_fetch_is_left_out() -> None:
+    one = encode_batch([(0, b"k", b"v" * 50, [])])
+    two = encode_batch([(0, b"k2", b"w" * 80, [])], base_offset=1)
+    assert _whole_batches(one + two) == one + two
+    for cut in (1, 11, 12, len(two) - 1):
+        assert _whole_batches(one + two[:cut]) == one
+    assert _whole_batches(b"") == b""
