@@ -39,6 +39,7 @@ _DOCUMENTED: tuple[type[errors.KafkaError], ...] = (
     errors.SerializationError,
     errors.TopicAuthorizationFailedError,
     errors.TransactionError,
+    errors.TransactionLostError,
     errors.UnsupportedVersionError,
 )
 
