@@ -130,3 +130,36 @@ def test_a_transaction_past_its_timeout_fails_loudly(cluster: tuple[KafkaCluster
     finally:
         producer.close(5)
     assert consume_all(node.bootstrap, topic, timeout=10, isolation_level="read_committed") == []
+
+
+def test_close_aborts_an_open_transaction_and_close_0_leaves_it_open(cluster: tuple[KafkaCluster, int],
+                                                                      unique_topic: Callable[[str], str]) -> None:
+    """Java's Sender aborts a transaction nobody ended when the producer closes; a forced close does not."""
+    node, _ = cluster
+    topic = unique_topic("close")
+    create_topic(node.bootstrap, topic, 1)
+    closed = _producer(node.bootstrap, f"{topic}-a")
+    closed.begin_transaction()
+    for i in range(50):
+        closed.send(topic, b"closed-%d" % i)
+    closed.close(30)
+    left = _producer(node.bootstrap, f"{topic}-b")
+    left.begin_transaction()
+    left.send(topic, b"left-open")
+    left.flush(30)
+    left.close(0)
+    done = _producer(node.bootstrap, f"{topic}-c")
+    try:
+        done.begin_transaction()
+        done.send(topic, b"committed")
+        done.commit_transaction(30)
+    finally:
+        done.close(10)
+    # the transaction left open holds the last stable offset back: read_committed sees nothing past it
+    assert consume_all(node.bootstrap, topic, timeout=5, isolation_level="read_committed") == []
+    everything = [r.value for r in consume_all(node.bootstrap, topic, expected_count=52, timeout=20)]
+    assert everything[:50] == [b"closed-%d" % i for i in range(50)] and b"left-open" in everything
+    reopened = _producer(node.bootstrap, f"{topic}-b")  # fences the open one: the coordinator aborts it
+    reopened.close(10)
+    records = consume_all(node.bootstrap, topic, expected_count=1, timeout=20, isolation_level="read_committed")
+    assert [r.value for r in records] == [b"committed"]  # the closed transaction was aborted, not committed

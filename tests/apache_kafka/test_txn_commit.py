@@ -44,7 +44,7 @@ def _open_transaction(bootstrap: str, topic: str, txn_id: str, values: list[byte
         producer.flush(30)
         return TransactionHandle.of(producer.transaction_info())
     finally:
-        producer.close(10)  # closing does not end the transaction
+        producer.close(0)  # a forced close does not end the transaction (any other close aborts it)
 
 
 _CHILD = textwrap.dedent("""
@@ -58,7 +58,7 @@ _CHILD = textwrap.dedent("""
         p.send(topic, b"child-%d" % i)
     p.flush(30)
     info = p.transaction_info()
-    p.close(10)
+    p.close(0)
     print(json.dumps([info.transactional_id, info.producer_id, info.producer_epoch, info.transaction_version]))
 """)
 

@@ -370,9 +370,10 @@ class KafkaProducer:
     def close(self, timeout: float | None = None) -> None:
         """Send what is buffered and stop the I/O thread, waiting at most ``timeout`` seconds
         (None = until done). Records still pending at the timeout fail with ProducerClosedError.
-        Called from a callback, it closes at once without waiting. An open transaction is left open
-        (Java's Sender aborts it): another process may end it by its handle (``producer.txn_commit``),
-        or its coordinator aborts it after ``transaction.timeout.ms``."""
+        Called from a callback, it closes at once without waiting. An open transaction is aborted, as
+        Java's Sender does, unless ``timeout`` is 0 (a forced close): then it stays open for another
+        process to end by its handle (``producer.txn_commit``), or for its coordinator to abort after
+        ``transaction.timeout.ms``."""
         if timeout is not None and not timeout >= 0:
             raise ValueError(f"close() timeout must be >= 0 seconds or None, got {timeout!r}")
         if self._forked_from is not None:

@@ -116,6 +116,18 @@ class Sender:
         # graceful close: send what is buffered and wait for the answers
         while not self.force_close and self._work_left():
             self._run_once_guarded()
+        # then abort a transaction that no commit or abort is ending (Java's Sender.run; a forced close,
+        # close(0), leaves it open for another process to end by its handle, as Flink's sink does)
+        tm = self.tm
+        while not self.force_close and tm is not None and tm.is_transactional and tm.has_ongoing_transaction():
+            if not tm.is_completing():
+                log.info("aborting the open transaction because the producer is closing")
+                try:
+                    tm.begin_abort()
+                except errors.KafkaError as exc:
+                    log.error("could not abort the open transaction while closing: %r", exc)
+                    break
+            self._run_once_guarded()
         if self.force_close or self.accumulator.has_incomplete():
             self.accumulator.abort_incomplete_batches(
                 errors.ProducerClosedError("the producer was closed before this record was delivered"))

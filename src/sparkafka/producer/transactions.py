@@ -232,6 +232,10 @@ class TransactionManager(IdempotenceManager):
     def has_abortable_error(self) -> bool:
         return self.state is _ABORTABLE_ERROR
 
+    def has_ongoing_transaction(self) -> bool:
+        """A transaction is open, failed (to be aborted) or being ended (Java ``hasOngoingTransaction``)."""
+        return self.state in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR) or self.state in _COMPLETING
+
     def is_completing(self) -> bool:
         return self.state in _COMPLETING
 
