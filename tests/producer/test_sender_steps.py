@@ -19,6 +19,7 @@ from producer.fakes import FakeCluster
 from sparkafka import errors
 from sparkafka._clock import ManualClock
 from sparkafka._types import TopicPartition
+from sparkafka.net.connection import ConnectionState
 from sparkafka.net.response import ClientResponse
 from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.future import FutureRecordMetadata
@@ -85,6 +86,7 @@ class FakeClient:
         self.produce_min_version = 3  # and its lowest
         self.sent: list[FakeRequest] = []
         self.not_ready: set[int] = set()
+        self.failed: set[int] = set()  # not ready because the last connection attempt failed
         self.polls: list[float] = []
         self._completions: list[tuple[Callable[[ClientResponse], None], ClientResponse]] = []
 
@@ -94,6 +96,11 @@ class FakeClient:
 
     def authentication_error(self, node: int | None = None) -> errors.AuthenticationError | None:
         return None
+
+    def connection_state(self, node: int) -> ConnectionState:
+        if node in self.failed:
+            return ConnectionState.DISCONNECTED
+        return ConnectionState.CONNECTING if node in self.not_ready else ConnectionState.READY
 
     def connection_delay(self, node: int, now: float) -> float:
         return 50.0
@@ -790,3 +797,59 @@ def test_idempotent_a_batch_expired_before_it_went_out_leaves_no_sequence_gap() 
     rig.client.respond_produce(sent[0], offsets={(T, 0): 0})
     rig.step()
     assert nxt.result(0).offset == 0
+
+
+# ----------------------------------------------------------------------------------------- transactions
+
+
+def _transactional(rig: Rig, coordinator: int) -> TransactionManager:
+    """A real transactional TransactionManager behind ``rig``'s Sender, initialized with ``coordinator``."""
+    tm = TransactionManager("tx", 60_000, 100)
+    rig.sender.tm = tm
+    result = tm.initialize_transactions()
+    for api_key, answer in ((ApiKey.FIND_COORDINATOR, {"error_code": 0, "node_id": coordinator, "host": "h",
+                                                        "port": 1}),
+                            (ApiKey.INIT_PRODUCER_ID, {"throttle_time_ms": 0, "error_code": 0, "producer_id": 7,
+                                                        "producer_epoch": 0})):
+        rig.step()
+        rig.client.respond(next(r for r in rig.client.sent if r.api_key == api_key and not r.answered), answer)
+        rig.step()
+    assert result.is_done() and result.error is None
+    return tm
+
+
+def _find_coordinator_requests(rig: Rig) -> int:
+    return sum(1 for r in rig.client.sent if r.api_key == ApiKey.FIND_COORDINATOR)
+
+
+def test_a_coordinator_that_refuses_the_connection_is_looked_up_again_at_once() -> None:
+    """Java's ``awaitNodeReady`` gives up on the coordinator as soon as the connection to it failed
+    (``NetworkClientUtils.awaitReady``: ``connectionFailed``) and finds the coordinator again. Waiting
+    request.timeout.ms instead held a commit for 30 s after the coordinator was killed on a 3-node
+    Apache Kafka cluster (tests/kafka_faults), while another broker was the coordinator after 3 s."""
+    rig = Rig(transactional_id="tx")
+    tm = _transactional(rig, coordinator=2)
+    finds = _find_coordinator_requests(rig)
+    rig.client.not_ready.add(2)
+    rig.client.failed.add(2)  # killed: the connection is refused
+    tm.begin_transaction()
+    tm.maybe_add_partition((T, 0))
+    rig.step()
+    rig.step()
+    assert _find_coordinator_requests(rig) == finds + 1
+    assert not any(r.api_key == ApiKey.ADD_PARTITIONS_TO_TXN for r in rig.client.sent)
+
+
+def test_a_coordinator_still_connecting_is_waited_for() -> None:
+    rig = Rig(transactional_id="tx")
+    tm = _transactional(rig, coordinator=2)
+    finds = _find_coordinator_requests(rig)
+    rig.client.not_ready.add(2)  # connecting
+    tm.begin_transaction()
+    tm.maybe_add_partition((T, 0))
+    for _ in range(5):
+        rig.step(100)
+    assert _find_coordinator_requests(rig) == finds
+    rig.client.not_ready.clear()
+    rig.step()
+    assert [r.node for r in rig.client.sent if r.api_key == ApiKey.ADD_PARTITIONS_TO_TXN] == [2]

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._clock import Clock
 from .._types import TopicPartition
+from ..net.connection import DISCONNECTED
 from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
 from ..protocol.primitives import ZERO_UUID, uuid_bytes
 from ..protocol.produce import PRODUCE_FIRST_TOPIC_ID, PRODUCE_MAX_VERSION, encode_produce_request_parts
@@ -612,7 +613,7 @@ class Sender:
             return True
         node = self._txn_target(req, now)
         if node is None or not self.client.ready(node, now):
-            self._await_txn_node(req, now)
+            self._await_txn_node(req, node, now)
             return True
         self._txn_node_wait = None
         self._txn_request_in_flight = req
@@ -652,15 +653,19 @@ class Sender:
                 self.client.update_nodes(nodes)
         return node
 
-    def _await_txn_node(self, req: TxnRequest, now: float) -> None:
-        """The target node is not ready: wait for it, but not longer than request.timeout.ms before
-        looking for the coordinator again (Java ``awaitNodeReady`` + ``maybeFindCoordinatorAndRetry``)."""
+    def _await_txn_node(self, req: TxnRequest, node: int | None, now: float) -> None:
+        """The target node is not ready: wait for it, but not longer than request.timeout.ms, and not at all
+        once a connection attempt to the coordinator failed, before looking for the coordinator again (Java
+        ``awaitNodeReady``, whose ``NetworkClientUtils.awaitReady`` gives up when ``connectionFailed``, and
+        ``maybeFindCoordinatorAndRetry``). A coordinator that died takes its partition of the transaction
+        log with it: another broker leads that partition and is the coordinator now."""
         tm = self.tm
         assert tm is not None
         wait = self._txn_node_wait
         if wait is None or wait[0] is not req:
             wait = self._txn_node_wait = (req, now)
-        if req.needs_coordinator and (tm.coordinator is None or now - wait[1] >= self.request_timeout_ms):
+        if req.needs_coordinator and (tm.coordinator is None or now - wait[1] >= self.request_timeout_ms
+                                      or (node is not None and self.client.connection_state(node) is DISCONNECTED)):
             self._txn_node_wait = None
             tm.lookup_coordinator(req)
             self.metadata.request_update()
