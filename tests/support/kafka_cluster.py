@@ -22,7 +22,9 @@ transaction protocol; 4.x formats version 2 by default). The authorizer is Kafka
 puts an ACL on a resource, and the PLAINTEXT principal (``User:ANONYMOUS``) and ``admin`` are super
 users. ``start()`` returns once every node logged that it started and a Metadata request on the
 PLAINTEXT listener lists every broker. Each JVM is in its own session with ``PR_SET_PDEATHSIG`` so it
-dies with the test process; ``stop()`` sends SIGTERM to each (a controlled shutdown) and SIGKILL after a
+dies with the test process (every JVM is forked by one long-lived launcher thread: the "parent" whose death
+kills the child is the thread that forked it, so a node a test restarts from a thread of its own would die
+with that thread); ``stop()`` sends SIGTERM to each (a controlled shutdown) and SIGKILL after a
 bound; ``kill(node)`` is a crash; ``stop_node``/``start_node`` restart a node on its own data and ports.
 Node logs stay in the work directory; ``keep_logs`` copies them elsewhere (the fixtures do that for a
 failed test) and ``stop(remove=True)`` deletes the work directory.
@@ -42,6 +44,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -148,6 +151,12 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+_LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-launcher")
+"""Forks every JVM. Its one thread lives as long as the test process: PR_SET_PDEATHSIG fires when the thread
+that forked the child ends (prctl(2)), and a node restarted from a test's background thread was killed
+without a word the moment that thread finished."""
 
 
 def _die_with_parent() -> None:
@@ -329,10 +338,10 @@ class KafkaCluster:
         with node.log_path.open("ab") as log:
             log.write(f"\n===== start {node.starts} of node {node.node_id} =====\n".encode())
             log.flush()
-            node.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(node.properties), heap=self.heap),
+            node.process = _LAUNCHER.submit(
+                subprocess.Popen, self._java("kafka.Kafka", str(node.properties), heap=self.heap),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent, cwd=node.directory)
+                start_new_session=True, preexec_fn=_die_with_parent, cwd=node.directory).result()
 
     def wait_ready(self, nodes: Iterable[int] | None = None, timeout: float | None = None) -> None:
         """Every node of ``nodes`` (default: all) started, and Metadata lists every running node."""
