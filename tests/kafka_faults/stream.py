@@ -1,10 +1,10 @@
 """A steady stream of ledger records through one producer while a test breaks the cluster under it.
 
 How it works: ``Stream`` wraps a ``faults.scenario.Scenario`` (one producer, one topic, one ``Ledger``) and
-sends in chunks of ``CHUNK`` records. After each chunk it waits until the record ``window`` places back is
-complete, so at most ``window`` records are unacknowledged: a fault always finds a full pipeline (batches
-on the wire and queued), and while the cluster refuses writes the stream stops at the window instead of
-piling every remaining record into the accumulator. A transactional stream commits every ``txn_size``
+sends in chunks of ``CHUNK`` records. After each chunk it waits until every record but the last ``window``
+is complete, so at most ``window`` records are unacknowledged: a fault always finds a full pipeline
+(batches on the wire and queued), and while one partition refuses writes the stream stops at the window
+instead of piling every remaining record into the accumulator. A transactional stream commits every ``txn_size``
 records (the last transaction in ``end``) and remembers which records were committed. ``send_until``
 keeps sending, at most ``per_second`` records a second (a load shape: the fault decides how long it
 lasts), until a background action (``Background``) is over. ``finish`` reads the topic back with
@@ -27,7 +27,7 @@ __all__ = ["Background", "ErrorLog", "Stream"]
 
 CHUNK = 500
 WAIT_S = 150.0
-"""The longest a chunk waits for the record ``window`` places back (a hang fails the test, not the run)."""
+"""The longest a chunk waits for one record to complete (a hang fails the test, not the run)."""
 
 
 class Stream:
@@ -42,6 +42,7 @@ class Stream:
         self._txn_start: int | None = None
         self._triggers: list[tuple[int, str, Callable[[], Any], Background | None]] = []
         self._started = time.monotonic()
+        self._complete_upto = 0  # every record before this index is done
 
     def phase(self, label: str) -> None:
         """Print where the stream is (pytest shows it when the test fails)."""
@@ -90,9 +91,10 @@ class Stream:
         for i, (index, name, action, started) in enumerate(self._triggers):
             if started is None and self.sent >= index:
                 self._triggers[i] = (index, name, action, Background(name, action))
-        oldest = self.sent - self.window
-        if oldest >= 0:
-            ledger.futures[oldest].exception(WAIT_S)
+        futures = ledger.futures
+        while self._complete_upto < self.sent - self.window:  # every record but the last `window` is done
+            futures[self._complete_upto].exception(WAIT_S)
+            self._complete_upto += 1
         if self._txn_start is not None and self.sent - self._txn_start >= self.txn_size:
             self._commit()
 
