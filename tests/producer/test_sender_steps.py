@@ -374,6 +374,19 @@ def test_delivery_timeout_expires_queued_batches() -> None:
     assert rig.accumulator.pool.available_memory() == 1 << 22
 
 
+def test_a_batch_expiring_after_retries_names_the_error_it_was_retried_after() -> None:
+    """Records refused with NOT_ENOUGH_REPLICAS until delivery.timeout.ms (a follower down on Apache Kafka,
+    tests/kafka_faults) fail with a DeliveryTimeoutError that says why they were never written."""
+    rig = Rig(delivery_timeout_ms=1000, retry_backoff_ms=100)
+    future = rig.send(b"a")
+    rig.client.respond_produce(rig.step_one(), codes={(T, 0): 19})  # NOT_ENOUGH_REPLICAS: retriable
+    rig.step()  # the answer is handled: the batch waits for its backoff
+    rig.step(1000)
+    exc = future.exception(0)
+    assert isinstance(exc, errors.DeliveryTimeoutError)
+    assert "delivery.timeout.ms=1000" in str(exc) and "last attempt failed with NOT_ENOUGH_REPLICAS" in str(exc)
+
+
 def test_delivery_timeout_of_batches_created_between_expiry_scans() -> None:
     # The Sender scans for expired batches only when something can be due; a batch created after a
     # scan, and a retried batch that was in flight at the scan, still expire exactly on time.

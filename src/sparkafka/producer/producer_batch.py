@@ -102,6 +102,7 @@ class ProducerBatch:
         "is_transactional",
         "last_append_ms",
         "last_attempt_ms",
+        "last_error",
         "pooled",
         "producer_epoch",
         "producer_id",
@@ -137,6 +138,8 @@ class ProducerBatch:
         """Growth of the size estimate caused by the last successful ``try_append``."""
         self.attempts = 0
         self.last_attempt_ms = created_ms
+        self.last_error: str | None = None
+        """The name of the broker error the last attempt was retried after (for the expiry message)."""
         self.last_append_ms = created_ms
         self.drained_ms = 0.0
         self.retry = False

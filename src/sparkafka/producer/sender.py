@@ -298,7 +298,8 @@ class Sender:
             exc = errors.DeliveryTimeoutError(
                 f"Expiring {b.record_count} record(s) for {b.tp[0]}-{b.tp[1]}: "
                 f"{now - b.created_ms:.0f} ms has passed since batch creation "
-                f"(delivery.timeout.ms={timeout})")
+                f"(delivery.timeout.ms={timeout})"
+                + (f"; its last attempt failed with {b.last_error}" if b.last_error else ""))
             if self.tm is not None:
                 self.tm.handle_expired_batch(b, exc)
             if b.done(-1, -1, exc):
@@ -488,6 +489,7 @@ class Sender:
             if self._can_retry(batch, code, log_start_offset, now):
                 log.debug("retrying batch %s-%d (attempt %d) after %s", batch.tp[0], batch.tp[1],
                           batch.attempts + 1, exc_cls.name)
+                batch.last_error = exc_cls.name
                 self.accumulator.reenqueue(batch, now)
                 self.metrics.record_retry(batch.record_count)
             elif code == errors.DUPLICATE_SEQUENCE_NUMBER:
