@@ -130,3 +130,47 @@ def test_librdkafka_mock_cluster_handshake_and_metadata(mock_cluster: Any) -> No
         assert isinstance(box[0].error, errors.UnsupportedVersionError)
     finally:
         client.close()
+
+
+def test_no_rebootstrap_while_a_connection_is_ready_but_busy(fake_broker: FakeBroker) -> None:
+    """Java re-bootstraps only when no connection is ready (``LeastLoadedNode.hasNodeAvailableOrConnectionReady``):
+    a live broker at max.in.flight.requests.per.connection is no reason to. Seen on a 3-node Apache Kafka
+    cluster (tests/kafka_faults): a partition leader killed, the two other brokers saturated by an acks=all
+    stream, and the updater re-bootstrapped every ~200 ms (a new connection to a bootstrap address each time)
+    until the controller had fenced the dead node."""
+    dead_port = free_port()
+    fake_broker.node_id = 1
+
+    def handler(conn: FakeConn, req: Request) -> None:
+        if req.api_key == ApiKey.METADATA:
+            body = fake_broker.metadata_body()
+            body["brokers"].append({"node_id": 2, "host": "127.0.0.1", "port": dead_port, "rack": None})
+            conn.respond(req, body)
+        elif req.api_key != ApiKey.INIT_PRODUCER_ID:  # never answered: the connection stays busy
+            fake_broker.default_handler(conn, req)
+
+    fake_broker.handler = handler
+    clock = ManualClock()
+    client = NetworkClient(fake_broker.bootstrap, clock=clock, reconnect_backoff_ms=10_000,
+                           reconnect_backoff_max_ms=10_000, max_in_flight_per_connection=2)
+    metadata = Metadata(fake_broker.bootstrap, clock=clock, retry_backoff_ms=10, retry_backoff_max_ms=10)
+    updater = MetadataUpdater(metadata, client)
+    try:
+        _run(updater, client, clock, lambda: set(client.nodes()) == {1, 2})
+        _run(updater, client, clock, lambda: client.ready(1, clock.monotonic_ms()))
+        client.ready(2, clock.monotonic_ms())  # refused: node 2 backs off for 10 s
+        _run(updater, client, clock, lambda: client.connection_failure(2) is not None)
+        body = {"transactional_id": None, "transaction_timeout_ms": 2147483647, "producer_id": -1,
+                "producer_epoch": -1}
+        for _ in range(2):
+            client.send(1, ApiKey.INIT_PRODUCER_ID, body, callback=lambda resp: None)
+        assert not client.ready(1, clock.monotonic_ms())  # busy
+        metadata.request_update()
+        for _ in range(20):
+            clock.advance(20)
+            now = clock.monotonic_ms()
+            updater.maybe_update(now)
+            client.poll(5, now)
+        assert set(client.nodes()) == {1, 2} and not metadata.fetch().is_bootstrap
+    finally:
+        client.close()

@@ -387,7 +387,10 @@ class MetadataUpdater:
         if metadata.should_rebootstrap(now):
             self._rebootstrap()
         node = client.least_loaded_node(now)
-        if node is None and metadata.recovery_strategy == "rebootstrap" and not metadata.fetch().is_bootstrap:
+        if node is None and metadata.recovery_strategy == "rebootstrap" and not metadata.fetch().is_bootstrap \
+                and not any(client.is_connected(n) for n in client.nodes()):
+            # no node to ask and none connected (a connected one at max.in.flight answers later): Java's
+            # LeastLoadedNode.hasNodeAvailableOrConnectionReady
             self._rebootstrap()
             node = client.least_loaded_node(now)
         if node is None:
