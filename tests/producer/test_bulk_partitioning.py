@@ -2,13 +2,13 @@
 
 How it works: ``key_partitions`` is checked against the line-by-line Java murmur2 of
 ``tests/producer/test_murmur2.py`` (and Java's own test vectors) for random keys, null keys (-1),
-sliced, string, view and dictionary columns, on the C path and on the pure-Python path (``impl``
-patches ``bulk._c_partitions`` and the scalar accelerator away). ``choose_partitions`` is driven with
-a ``FakeCluster`` and a ``BuiltInPartitioner`` whose random source is a counter, so the sticky
-partitions of keyless rows are predictable: explicit partitions win, nulls fall through to the key or
-the sticky partitioner, a custom partitioner is asked per row, ``partitioner.ignore.keys`` sends keyed
-rows to the sticky partitioner, keyless rows switch partition every ``batch.size`` bytes, and
-out-of-range partitions raise ``InvalidRecordInputError``.
+sliced, string, view and dictionary columns, on the C path and on the pure-Python path (Arrow kernels,
+``producer/arrow/key_hash.py``; ``impl`` patches ``bulk._c_partitions`` and the scalar accelerator
+away). ``choose_partitions`` is driven with a ``FakeCluster`` and a ``BuiltInPartitioner`` whose random
+source is a counter, so the sticky partitions of keyless rows are predictable: explicit partitions win,
+nulls fall through to the key or the sticky partitioner, a custom partitioner is asked per row,
+``partitioner.ignore.keys`` sends keyed rows to the sticky partitioner, keyless rows switch partition
+every ``batch.size`` bytes, and out-of-range partitions raise ``InvalidRecordInputError``.
 """
 
 from __future__ import annotations
@@ -135,6 +135,17 @@ def test_many_keys_all_lengths(impl: str) -> None:
         assert key_partitions(arr, n).to_pylist() == [-1 if k is None else partition_for_key(k, n) for k in keys]
     sliced = arr.slice(777, 5000)
     assert key_partitions(sliced, 9).to_pylist() == [java_partition(k, 9) for k in keys[777:5777]]
+
+
+def test_one_length_at_any_byte_alignment(impl: str) -> None:
+    """Keys of one length whose bytes start 0-3 bytes into a word (a sliced column): the pure-Python path
+    reads words through a uint32 view when they are aligned and byte by byte when not; both match Java."""
+    rng = random.Random(7)
+    for length in (4, 8, 12, 9, 2):
+        keys = [rng.randbytes(length) for _ in range(300)]
+        for skew in range(4):
+            arr = pa.array([b"x" * skew, *keys], pa.large_binary()).slice(1)
+            assert key_partitions(arr, 37).to_pylist() == [java_partition(k, 37) for k in keys]
 
 
 def test_all_null_and_empty_columns(impl: str) -> None:

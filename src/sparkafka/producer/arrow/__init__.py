@@ -8,8 +8,9 @@ How it works: ``KafkaProducer.send_arrow(topic, batch)`` is the entry (the Spark
   columns to ``KafkaProducer.send_columns``;
 - ``tails``: encodes every row's record tail (key, value, headers) from the columns' buffers, in C
   or with Arrow kernels (sans-I/O);
-- ``bulk``: chooses partitions column-wise (explicit, custom partitioner, murmur2, KIP-794 sticky),
-  groups rows by partition and appends them with ``RecordAccumulator.append_tails``;
+- ``bulk``: chooses partitions column-wise (explicit, custom partitioner, murmur2, KIP-794 sticky;
+  ``key_hash`` is murmur2 of a key column in Arrow kernels when the C accelerator is missing), groups
+  rows by partition and appends them with ``RecordAccumulator.append_tails``;
 - ``report``: ``ArrowSendResult``, the completion handle over the batches the rows went to, and the
   ``DeliveryReport`` it folds them into.
 

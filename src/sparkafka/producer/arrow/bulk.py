@@ -6,13 +6,13 @@ How it works (``append_arrow``, for the rows of one topic; ``KafkaProducer.send_
    ``large_binary`` array of record *tails* (everything after a record's offset delta) with Arrow kernels.
 2. **Partition, column-wise** (``choose_partitions``): an explicit partition column wins; else, as in
    ``send()``, a custom partitioner is asked per row, or a key is hashed with murmur2 (in C straight
-   from the Arrow buffers, or by the pure-Python bulk murmur2), identical to Java; rows left (no key,
-   or ``partitioner.ignore.keys``) go to the KIP-794 sticky partitioner, which here switches partition
-   every ``batch.size`` bytes of rows: each row's chunk number comes from the cumulative sum of the
-   record sizes, and the topic's ``BuiltInPartitioner`` draws one partition per chunk (so adaptive
-   load stats and unavailable partitions count as they do for ``send()``); as in ``send()``, its byte
-   count and each switch happen under the queue lock of the partition being left, and a switch another
-   thread made meanwhile is kept.
+   from the Arrow buffers, or by Arrow kernels over the whole key column, ``key_hash``), identical to
+   Java; rows left (no key, or ``partitioner.ignore.keys``) go to the KIP-794 sticky partitioner, which
+   here switches partition every ``batch.size`` bytes of rows: each row's chunk number comes from the
+   cumulative sum of the record sizes, and the topic's ``BuiltInPartitioner`` draws one partition per
+   chunk (so adaptive load stats and unavailable partitions count as they do for ``send()``); as in
+   ``send()``, its byte count and each switch happen under the queue lock of the partition being left,
+   and a switch another thread made meanwhile is kept.
 3. **Group.** A stable sort by partition puts each partition's rows next to each other in their original
    order (one ``take`` of the tails); a batch that goes to one partition is not sorted.
 4. **Append.** ``RecordAccumulator.append_tails`` copies each partition's run into its batches (the
@@ -38,8 +38,8 @@ from sparkafka._types import ClusterView
 from sparkafka.accel import ACCEL
 from sparkafka.errors import InvalidRecordInputError, KafkaError, RecordTooLargeError
 from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
+from sparkafka.producer.arrow.key_hash import arrow_key_partitions
 from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, encode_tails, tail_buffers
-from sparkafka.producer.murmur2 import murmur2_partitions
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
@@ -77,7 +77,7 @@ def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
         if keys.null_count:
             parts = pc.if_else(keys.is_valid(), parts, pa.scalar(-1, pa.int32()))
         return parts
-    return pa.array(murmur2_partitions(as_large_binary(keys).to_pylist(), num_partitions), pa.int32())
+    return arrow_key_partitions(as_large_binary(keys), num_partitions)
 
 
 def _advance_sticky(partitioner: BuiltInPartitioner, info: StickyPartitionInfo, appended_bytes: int,
