@@ -43,6 +43,10 @@ def test_keyed_java_peer_writes_the_worker_records(kafka: KafkaCluster, unique_t
     assert (result["acked"], result["errors"], result["warmup_records"]) == (3000, 0, 1000), result["first_error"]
     assert result["cpu_seconds"] > 0 and result["peak_rss_mb"] > 0
     assert result["percentiles_ms"]["p50"] > 0
+    # the producer's own metrics, which benchmarks/scale.py reports: buffer.memory's default, real batches
+    assert result["buffer_memory"] == 32 * 1024 * 1024
+    assert result["batch_size_avg"] > 61 and result["records_per_request_avg"] >= 1  # 61: a batch's header
+    assert 0 < result["rss_before_mb"] <= result["peak_rss_mb"]
     records = consume_all(kafka.bootstrap, topic, expected_count=4000)
     assert len(records) == 4000
     assert {r.value for r in records} == {payload}

@@ -10,6 +10,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -23,7 +25,10 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <p>One producer (acks=all, idempotence, linger.ms, batch.size and compression.type as given) sends
  * --warmup-records first (the JIT compiles the send path), flushes, then the timed --records: the clock
  * and the process's CPU time (/proc/self/stat) are read around the timed send loop and its flush only.
- * Prints one JSON line with worker.py's fields.
+ * Prints one JSON line with worker.py's fields, plus the resident set right before the timed run and the
+ * producer's own batch metrics after it (producer-metrics batch-size-avg and records-per-request-avg: Kafka's
+ * windowed averages, the last 30 to 60 seconds, so they include the warm-up's batches when the two together
+ * took less) and buffer-total-bytes (buffer.memory).
  *
  * <p>Usage: {@code java -cp ... io.sparkafka.bench.KeyedProducerBench --bootstrap-servers H:P --topic T
  * --records N --payload-file F [--key-size 8] [--warmup-records W] [--compression none] [--batch-size 16384]
@@ -106,6 +111,18 @@ public final class KeyedProducerBench {
         return System.nanoTime();
     }
 
+    /** A producer-metrics value (NaN if the producer has no such metric). */
+    static double producerMetric(KafkaProducer<byte[], byte[]> producer, String name) {
+        for (Map.Entry<MetricName, ? extends Metric> e : producer.metrics().entrySet()) {
+            MetricName metric = e.getKey();
+            if (metric.group().equals("producer-metrics") && metric.name().equals(name)
+                    && e.getValue().metricValue() instanceof Number value) {
+                return value.doubleValue();
+            }
+        }
+        return Double.NaN;
+    }
+
     public static void main(String[] argv) throws Exception {
         Args args = new Args(argv, 0, argv.length);
         String topic = args.get("topic");
@@ -144,6 +161,7 @@ public final class KeyedProducerBench {
             int slots = (int) ((n + every - 1) / every);
             double[] latencies = new double[slots];
             java.util.Arrays.fill(latencies, Double.NaN);
+            double rssBefore = ProcStats.rssMb();
             double cpu0 = ProcStats.cpuSeconds(clockTicks);
             long started = System.nanoTime();
             long sendDone = send(producer, topic, n, keys, payload, every, counter, latencies);
@@ -180,6 +198,10 @@ public final class KeyedProducerBench {
             result.put("latency_max_ms", samples > 0 ? max : null);
             result.put("percentiles_ms", samples > 0 ? Json.percentiles(latencies, latencies.length) : null);
             result.put("warmup_records", warmup);
+            result.put("rss_before_mb", rssBefore);
+            result.put("batch_size_avg", producerMetric(producer, "batch-size-avg"));
+            result.put("records_per_request_avg", producerMetric(producer, "records-per-request-avg"));
+            result.put("buffer_memory", producerMetric(producer, "buffer-total-bytes"));
         }
         System.out.println(Json.write(result));
     }

@@ -7,7 +7,7 @@ import java.nio.file.Path;
 /**
  * CPU time and peak RSS of this JVM from /proc, as the Python workers take theirs from getrusage:
  * user + system time of every thread of the process (/proc/self/stat fields 14 and 15, in clock ticks)
- * and the high-water mark of the resident set (VmHWM in /proc/self/status).
+ * and the high-water mark of the resident set (VmHWM in /proc/self/status; VmRSS for the resident set now).
  */
 final class ProcStats {
     private ProcStats() {
@@ -25,9 +25,18 @@ final class ProcStats {
 
     /** The process's peak resident set so far, in MB (1024 * 1024 bytes, as the workers' ru_maxrss / 1024). */
     static double peakRssMb() {
+        return statusMb("VmHWM:");
+    }
+
+    /** The process's resident set now, in MB (VmRSS). */
+    static double rssMb() {
+        return statusMb("VmRSS:");
+    }
+
+    private static double statusMb(String field) {
         for (String line : read("/proc/self/status").split("\n")) {
-            if (line.startsWith("VmHWM:")) {
-                String kb = line.substring("VmHWM:".length()).trim().split("\\s+")[0];
+            if (line.startsWith(field)) {
+                String kb = line.substring(field.length()).trim().split("\\s+")[0];
                 return Long.parseLong(kb) / 1024.0;
             }
         }
