@@ -27,6 +27,17 @@ the latency is send to acknowledgement). The client-specific parts are small:
 Settings are the same for all: acks=all, idempotence on, linger 5 ms, batch size 16384 bytes,
 compression none or lz4. Prints one JSON object (records/s, MB/s, send-loop rate, CPU seconds,
 peak RSS, latency percentiles) on stdout.
+
+``--client sparkafka-py`` is sparkafka's run without the C accelerator: the parent sets
+``SPARKAFKA_NO_ACCEL=1`` in this process's environment (``run.py`` does), and the run refuses to start
+if the accelerator was loaded anyway. ``--batch-stats`` (``scale.py``) adds what the producer batched:
+``records_per_batch`` and ``batch_size_avg`` (bytes), the producer's memory bound ``buffer_memory`` and
+the resident set right before the send loop ``rss_before_mb``. sparkafka counts batches and records of
+its Produce requests exactly (``ProducerMetrics``); confluent-kafka gets ``statistics.interval.ms``
+1000 and sums its topic's ``batchcnt``/``batchsize`` windows (their cost is in its CPU time; the last
+window is collected after the clock stops), its bound is ``queue.buffering.max.kbytes``; the Java
+producer reports Kafka's windowed ``batch-size-avg``, turned into records per batch with the size of
+one record in a batch (``record_wire_size``).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import asyncio
 import functools
 import json
 import os
+import re
 import resource
 import sys
 import threading
@@ -54,11 +66,18 @@ from sparkafka.cli.perf import (
     run_perf,
 )
 
-CLIENTS = ("sparkafka", "confluent", "kafka-python", "aiokafka", "ceiling", "java", "java-perf")
+CLIENTS = ("sparkafka", "sparkafka-py", "confluent", "kafka-python", "aiokafka", "ceiling", "java", "java-perf")
 ARROW_ROWS = 10_000
 BATCH_SIZE = 16384
 LINGER_MS = 5
 CONFLUENT_POLL_EVERY = 64
+CONFLUENT_STATS_MS = 1000
+"""confluent-kafka's ``statistics.interval.ms`` with ``--batch-stats``."""
+CONFLUENT_QUEUE_KBYTES = 1048576
+"""librdkafka's default ``queue.buffering.max.kbytes`` (1 GiB): its bound on buffered record bytes."""
+_HISTOGRAM = {name: re.compile(rf'"{name}":\s*\{{[^}}]*?"sum":\s*(\d+)[^}}]*?"cnt":\s*(\d+)')
+              for name in ("batchcnt", "batchsize")}
+"""``sum`` and ``cnt`` of a librdkafka statistics histogram (window of one interval)."""
 
 
 def _cpu() -> float:
@@ -68,6 +87,69 @@ def _cpu() -> float:
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _rss_mb() -> float:
+    """The resident set now (``/proc/self/statm``), in MB as ``_peak_rss_mb``."""
+    with open("/proc/self/statm", encoding="ascii") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1024.0 * 1024.0)
+
+
+def _varint_size(value: int) -> int:
+    zigzag = (value << 1) ^ (value >> 63)
+    size = 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        size += 1
+    return size
+
+
+def record_wire_size(key_size: int, value_size: int, batch_bytes: float) -> float:
+    """Bytes of one record with these sizes inside an uncompressed v2 batch of about ``batch_bytes``
+    (Java ``DefaultRecord``: length, attributes, timestamp delta, offset delta, key and value each with
+    its length, header count), its offset delta taken as the batch's middle record's."""
+    key_length = key_size if key_size else -1
+    rough = 2 + 1 + 2 + _varint_size(key_length) + max(key_size, 0) + _varint_size(value_size) + value_size + 1
+    middle = max(0, int((batch_bytes - 61) / rough) // 2)
+    body = (1 + 1 + _varint_size(middle) + _varint_size(key_length) + max(key_size, 0)
+            + _varint_size(value_size) + value_size + 1)
+    return float(_varint_size(body) + body)
+
+
+class _ConfluentBatches:
+    """confluent-kafka's batch sizes from its statistics: the topic's ``batchcnt`` and ``batchsize``
+    histograms cover one statistics interval each, so their sums and counts add up over the run."""
+
+    def __init__(self, topic: str) -> None:
+        self.marker = '"topic":' + json.dumps(topic)
+        self.records = self.bytes = self.batches = self.calls = 0
+
+    def on_stats(self, text: str) -> None:
+        self.calls += 1
+        topics = text.find('"topics":')
+        found = text.find(self.marker, topics) if topics >= 0 else -1
+        if found < 0:
+            return
+        count = _HISTOGRAM["batchcnt"].search(text, found)
+        size = _HISTOGRAM["batchsize"].search(text, found)
+        if count is None or size is None:
+            return
+        self.records += int(count.group(1))
+        self.batches += int(count.group(2))
+        self.bytes += int(size.group(1))
+
+    def last_window(self, producer: Any) -> None:
+        """After the flush, untimed: wait for one more statistics callback (the run's last window)."""
+        calls = self.calls
+        deadline = time.monotonic() + 3 * CONFLUENT_STATS_MS / 1000
+        while self.calls == calls and time.monotonic() < deadline:
+            producer.poll(0.05)
+
+    def result(self) -> dict[str, Any]:
+        return {"records_per_batch": self.records / self.batches if self.batches else None,
+                "batch_size_avg": self.bytes / self.batches if self.batches else None,
+                "buffer_memory": CONFLUENT_QUEUE_KBYTES * 1024}
 
 
 class Run:
@@ -85,14 +167,22 @@ class Run:
         self.started = self.send_done = self.finished = 0.0
         self.cpu0 = 0.0
         self.cpu = 0.0
+        self.rss_before = 0.0
+        self.extra: Callable[[], dict[str, Any]] | None = None
+        """More fields for the result (``--batch-stats``), read after ``after``."""
+        self.after: Callable[[], None] | None = None
+        """Runs after the clock stops (``--batch-stats``: confluent-kafka's last statistics)."""
 
     def begin(self) -> None:
+        self.rss_before = _rss_mb()
         self.cpu0 = _cpu()
         self.started = time.perf_counter()
 
     def end(self) -> None:
         self.finished = time.perf_counter()
         self.cpu = _cpu() - self.cpu0
+        if self.after is not None:
+            self.after()
 
     def shares(self, threads: int) -> list[tuple[int, int]]:
         """``threads`` contiguous ranges of record numbers, each starting at a multiple of ``every``."""
@@ -105,7 +195,9 @@ class Run:
         seconds = self.finished - self.started
         send_seconds = (self.send_done or self.finished) - self.started
         samples = st.samples
-        return {
+        extra = {} if self.extra is None else self.extra()
+        return extra | {
+            "rss_before_mb": self.rss_before,
             "client": client, "records": self.n, "acked": st.acked, "errors": st.errors,
             "first_error": None if st.first_error is None else repr(st.first_error),
             "seconds": seconds, "send_seconds": send_seconds,
@@ -131,14 +223,16 @@ def run_sparkafka(run: Run) -> dict[str, Any]:
     try:
         producer.partitions_for(run.topic)
         if a.arrow:
-            return _sparkafka_arrow(run, producer)
+            return _sparkafka_arrow(run, producer) | _sparkafka_batches(producer)
         options = PerfOptions(topic=run.topic, num_records=run.n, payloads=[run.payload],
                               key_size=a.key_size, threads=a.threads, reporting_interval=0,
                               sample_every=a.sample_every)
+        rss_before = _rss_mb()
         res = run_perf(producer, options)
+        batches = _sparkafka_batches(producer) | {"rss_before_mb": rss_before}
     finally:
         producer.close()
-    return {
+    return batches | {
         "client": "sparkafka", "records": res.records, "acked": res.acked, "errors": res.errors,
         "first_error": res.first_error, "seconds": res.seconds, "send_seconds": res.send_seconds,
         "records_per_second": res.records_per_second, "send_records_per_second": res.send_records_per_second,
@@ -147,6 +241,14 @@ def run_sparkafka(run: Run) -> dict[str, Any]:
         "peak_rss_mb": res.peak_rss_mb, "latency_avg_ms": res.latency_avg_ms,
         "latency_max_ms": res.latency_max_ms, "percentiles_ms": res.percentiles_ms,
     }
+
+
+def _sparkafka_batches(producer: Any) -> dict[str, Any]:
+    """Records per batch and bytes per batch of every Produce request the producer sent, exactly."""
+    m = producer.metrics_registry
+    return {"records_per_batch": m.records_in_requests / m.batches_sent if m.batches_sent else None,
+            "batch_size_avg": m.batch_bytes / m.batches_sent if m.batches_sent else None,
+            "buffer_memory": int(producer.metrics()["buffer-total-bytes"])}
 
 
 def arrow_batch(run: Run, rows: int) -> Any:
@@ -188,10 +290,17 @@ def run_confluent(run: Run) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     a = run.args
-    producer = Producer({"bootstrap.servers": a.bootstrap_servers, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": LINGER_MS, "batch.size": a.batch_size,
-                         "compression.type": a.compression})
+    config: dict[str, Any] = {"bootstrap.servers": a.bootstrap_servers, "acks": "all",
+                              "enable.idempotence": True, "linger.ms": LINGER_MS, "batch.size": a.batch_size,
+                              "compression.type": a.compression}
+    batches = _ConfluentBatches(run.topic)
+    if a.batch_stats:
+        config.update({"statistics.interval.ms": CONFLUENT_STATS_MS, "stats_cb": batches.on_stats})
+    producer = Producer(config)
     producer.list_topics(run.topic, timeout=30)
+    if a.batch_stats:
+        run.extra = batches.result
+        run.after = functools.partial(batches.last_window, producer)
     stats = run.stats
     topic, payload, keys, mask, every = run.topic, run.payload, run.keys, run.key_mask, run.every
 
@@ -396,13 +505,27 @@ def run_java(run: Run) -> dict[str, Any]:
     import java_peer
 
     a = run.args
-    return java_peer.run(a.client, bootstrap=a.bootstrap_servers, topic=run.topic, records=run.n,
-                         payload=run.payload, key_size=a.key_size, compression=a.compression,
-                         batch_size=a.batch_size, sample_every=a.sample_every)
+    result = java_peer.run(a.client, bootstrap=a.bootstrap_servers, topic=run.topic, records=run.n,
+                           payload=run.payload, key_size=a.key_size, compression=a.compression,
+                           batch_size=a.batch_size, sample_every=a.sample_every)
+    batch = result.get("batch_size_avg")
+    if batch and a.compression == "none":  # Kafka counts no batches: bytes per batch / bytes per record
+        result["records_per_batch"] = (batch - 61) / record_wire_size(a.key_size, a.value_size, batch)
+        result["records_per_batch_estimated"] = True
+    return result
+
+
+def run_sparkafka_py(run: Run) -> dict[str, Any]:
+    """sparkafka without the C accelerator (``SPARKAFKA_NO_ACCEL=1`` in this process's environment)."""
+    from sparkafka.accel import ACCEL
+
+    if ACCEL is not None:
+        raise SystemExit("sparkafka-py needs SPARKAFKA_NO_ACCEL=1 in the environment (the accelerator is loaded)")
+    return run_sparkafka(run) | {"client": "sparkafka-py"}
 
 
 RUNNERS: dict[str, Callable[[Run], dict[str, Any]]] = {
-    "sparkafka": run_sparkafka, "confluent": run_confluent,
+    "sparkafka": run_sparkafka, "sparkafka-py": run_sparkafka_py, "confluent": run_confluent,
     "kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "ceiling": run_ceiling,
     "java": run_java, "java-perf": run_java,
 }
@@ -421,13 +544,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arrow", action="store_true")
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="batch.size for every client")
     parser.add_argument("--sample-every", type=int, default=None)
+    parser.add_argument("--batch-stats", action="store_true",
+                        help="also report records per batch, bytes per batch, buffer.memory and the RSS "
+                             "before sending (confluent-kafka: turns its statistics on)")
     parser.add_argument("--aiokafka-idempotence", action="store_true",
                         help="enable idempotence in aiokafka (off by default: Tansu answers aiokafka's "
                              "InitProducerId with UNKNOWN_SERVER_ERROR)")
     args = parser.parse_args(argv)
     if args.client == "aiokafka" and args.threads != 1:
         parser.error("aiokafka runs in one event loop: --threads must be 1")
-    if args.arrow and args.client not in ("sparkafka", "confluent", "ceiling"):
+    if args.arrow and args.client not in ("sparkafka", "sparkafka-py", "confluent", "ceiling"):
         parser.error("--arrow is for sparkafka and confluent (and the ceiling run, which ignores it)")
     if args.client in ("java", "java-perf") and (args.threads != 1 or args.arrow):
         parser.error("the Java peers run one sending thread and no Arrow batches")
