@@ -31,6 +31,10 @@ arrow-256k's settings). Both Arrow workloads also run the ``ceiling`` (``broker_
 client but pre-built Produce requests of full batches sent as fast as the broker answers, the most any
 producer can reach against that broker at that batch.size on this machine.
 
+``sparkafka-py`` is sparkafka without its C accelerator (the worker runs with ``SPARKAFKA_NO_ACCEL=1``, half
+the accelerated record count) on keyed-100, keyless-100 and arrow: the pure-Python line compares it with
+kafka-python and with the accelerated build of the same run.
+
 Brokers: ``--broker mock`` runs the workloads against a librdkafka mock cluster instead (3 brokers, C,
 a new one per run, ``mock_broker.py``), which needs far less CPU per batch than Tansu. ``--broker
 kafka`` starts one Apache Kafka node (KRaft, ``tests/support/kafka_cluster.py``, the release of
@@ -69,6 +73,8 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 
 PARTITIONS = 6
 CLIENTS = ("sparkafka", "confluent", "aiokafka", "kafka-python")
+PURE = "sparkafka-py"
+"""sparkafka without its C accelerator (the worker runs with ``SPARKAFKA_NO_ACCEL=1``)."""
 CEILING = "ceiling"
 """Not a client: ``broker_ceiling.py``, the broker's limit (run with the bulk workloads)."""
 JAVA = "java"
@@ -76,7 +82,7 @@ JAVA = "java"
 JAVA_PERF = "java-perf"
 """Kafka's own ProducerPerformance (kafka-tools), keyless workloads only (``java_peer.py``)."""
 JAVA_CLIENTS = (JAVA, JAVA_PERF)
-ALL_CLIENTS = (*CLIENTS, *JAVA_CLIENTS, CEILING)
+ALL_CLIENTS = (*CLIENTS, PURE, *JAVA_CLIENTS, CEILING)
 SLOW = ("aiokafka", "kafka-python")
 RUN_TIMEOUT_S = 240
 KAFKA_HEAP = "1g"
@@ -105,16 +111,18 @@ class Workload:
 
     def records(self, client: str, scale: float) -> int:
         base = self.records_slow if client in SLOW else self.records_fast
+        if client == PURE:  # about a third of the accelerated rate
+            base = self.records_fast // 2
         return max(1000, int(base * scale))
 
 
 WORKLOADS: tuple[Workload, ...] = (
-    Workload("keyed-100", "8-byte keys, 100-byte values", clients=(*CLIENTS, JAVA)),
+    Workload("keyed-100", "8-byte keys, 100-byte values", clients=(*CLIENTS, PURE, JAVA)),
     Workload("keyed-100-lz4", "8-byte keys, 100-byte values, lz4", compression="lz4", clients=(*CLIENTS, JAVA)),
     Workload("keyed-1k", "8-byte keys, 1 KB values", value_size=1024, records_fast=600_000,
              records_slow=100_000, clients=(*CLIENTS, JAVA)),
     Workload("keyless-100", "no key (sticky partitioner), 100-byte values", key_size=0,
-             clients=(*CLIENTS, JAVA_PERF)),
+             clients=(*CLIENTS, PURE, JAVA_PERF)),
     Workload("keyless-100-lz4", "no key (sticky partitioner), 100-byte values, lz4", key_size=0,
              compression="lz4", clients=("sparkafka", "confluent", JAVA_PERF)),
     Workload("threads-1", "keyed-100 from 1 thread, in the same rounds as threads-2/4/8 (their baseline)",
@@ -123,7 +131,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("threads-4", "keyed-100 from 4 threads", threads=4, clients=("sparkafka", "confluent"), group="threads"),
     Workload("threads-8", "keyed-100 from 8 threads", threads=8, clients=("sparkafka", "confluent"), group="threads"),
     Workload("arrow", "keyed-100 from 10,000-row Arrow batches", arrow=True,
-             clients=("sparkafka", "confluent", CEILING)),
+             clients=("sparkafka", PURE, "confluent", CEILING)),
     Workload("arrow-256k", "keyed-100 from 10,000-row Arrow batches, batch.size 262144 for both clients",
              arrow=True, batch_size=262144, clients=("sparkafka", "confluent", CEILING), records_fast=4_000_000),
     Workload("keyed-100-256k", "keyed-100 with batch.size 262144 (the per-record run at arrow-256k's settings)",
@@ -232,8 +240,9 @@ def run_one(broker: Broker, workload: Workload, client: str, scale: float) -> di
         cmd.append("--arrow")
     if client == "aiokafka" and broker.kind == "kafka" and not broker.external:
         cmd.append("--aiokafka-idempotence")  # Apache Kafka grants aiokafka's InitProducerId (Tansu does not)
+    env = {**os.environ, "SPARKAFKA_NO_ACCEL": "1"} if client == PURE else None
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False, env=env)
     except subprocess.TimeoutExpired:
         return {"client": client, "error": f"timed out after {RUN_TIMEOUT_S} s"}
     finally:
@@ -392,7 +401,7 @@ def java_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
 
 
 LABELS = {JAVA: "java (KafkaProducer)", JAVA_PERF: "java-perf (ProducerPerformance)",
-          CEILING: "broker ceiling"}
+          CEILING: "broker ceiling", PURE: "sparkafka-py (no C accelerator)"}
 
 
 def chart(all_results: dict[str, list[dict[str, Any]]], path: str, broker_name: str) -> bool:
@@ -406,8 +415,8 @@ def chart(all_results: dict[str, list[dict[str, Any]]], path: str, broker_name: 
         return False
     names = [w for w in all_results if all_results[w]]
     clients = [c for c in ALL_CLIENTS if any(r["client"] == c for rs in all_results.values() for r in rs)]
-    colors = {"sparkafka": "#d62728", "confluent": "#1f77b4", "aiokafka": "#2ca02c", "kafka-python": "#9467bd",
-              "java": "#ff7f0e", "java-perf": "#8c564b", "ceiling": "#bbbbbb"}
+    colors = {"sparkafka": "#d62728", PURE: "#e377c2", "confluent": "#1f77b4", "aiokafka": "#2ca02c",
+              "kafka-python": "#9467bd", "java": "#ff7f0e", "java-perf": "#8c564b", "ceiling": "#bbbbbb"}
     fig, ax = plt.subplots(figsize=(12, 5.5))
     width = 0.8 / max(1, len(clients))
     for ci, client in enumerate(clients):
@@ -463,6 +472,33 @@ def bulk_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
         if bits:
             parts.append(f"{workload} {ours:,.0f} rows/s = " + ", ".join(bits))
     return ("Bulk Arrow path vs confluent-kafka: " + "; ".join(parts)) if parts else ""
+
+
+def pure_python_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
+    """sparkafka without the C accelerator against kafka-python (per record) and against itself with it
+    (per record and the bulk Arrow path), from this run; issue 22's targets in brackets."""
+    def rate(workload: str, client: str) -> float | None:
+        for r in all_results.get(workload, []):
+            if r["client"] == client and "error" not in r:
+                return float(r["records_per_second"])
+        return None
+
+    parts = []
+    for workload in ("keyed-100", "keyless-100", "arrow"):
+        pure = rate(workload, PURE)
+        if pure is None:
+            continue
+        bits = []
+        theirs = rate(workload, "kafka-python")
+        if theirs:
+            bits.append(f"{pure / theirs:.2f}x kafka-python (target >= 3x)")
+        accelerated = rate(workload, "sparkafka")
+        if accelerated:
+            target = " (target >= 0.5x)" if workload == "arrow" else ""
+            bits.append(f"{pure / accelerated:.2f}x the accelerated build{target}")
+        parts.append(f"{workload} {pure:,.0f} rec/s" + (" = " + ", ".join(bits) if bits else ""))
+    return ("Pure Python (sparkafka-py: SPARKAFKA_NO_ACCEL=1, what an executor without the compiled accelerator "
+            "runs): " + "; ".join(parts)) if parts else ""
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -562,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = scaling_line(all_results, client, rounds)
         if line:
             blocks.append("Thread scaling: " + line)
-    for line in (bulk_line(all_results), java_line(all_results)):
+    for line in (bulk_line(all_results), java_line(all_results), pure_python_line(all_results)):
         if line:
             blocks.append(line)
     reference = gil_reference_line([n for n in (2, 4, 8) if all_results.get(f"threads-{n}")])
