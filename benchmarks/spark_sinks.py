@@ -2,8 +2,8 @@
 
 Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders|keyed-100``,
 ``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
-local[2,4]``, ``--batch-size 16384``, ``--bootstrap-servers`` for a running broker, ``--out DIR``,
-default ``docs/bench/spark``).
+local[2,4]``, ``--batch-size 16384``, ``--bootstrap-servers`` for a running broker, ``--sinks`` a subset
+of noop kafka sparkafka sparkafka-py, ``--out DIR``, default ``docs/bench/spark``).
 
 How it works: Spark's Kafka connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``, the version of
 ``benchmarks/spark-kafka/pom.xml``) is copied from Maven Central by ``mvn dependency:copy-dependencies``
@@ -18,7 +18,12 @@ DataFrame with the same options (``kafka.bootstrap.servers``, ``topic``, and ``k
 
 * ``noop``: Spark's ``noop`` sink, the cost of building the rows alone (the ceiling of both Kafka sinks);
 * ``kafka``: ``df.write.format("kafka")``, Spark's own sink (a JVM KafkaProducer per executor);
-* ``sparkafka``: ``df.write.format("sparkafka")`` (Arrow batches to the Python producer).
+* ``sparkafka``: ``df.write.format("sparkafka")`` (Arrow batches to the Python producer);
+* ``sparkafka-py``: the same sink with the Python workers running without the C accelerator (what an
+  executor gets from a zip without the compiled extension): registered a second time under the format
+  ``sparkafka_noaccel`` while the SparkContext's ``environment`` holds ``SPARKAFKA_NO_ACCEL=1``, which
+  Spark passes to the Python workers of that data source only (their own worker daemon); its writer
+  fails the task if the accelerator was loaded anyway.
 
 Every sink runs once on a few rows first (JIT, Python workers), not reported; then ``--repeat``
 interleaved rounds (noop, kafka, sparkafka, noop, ...), the fastest run of each sink reported. Each
@@ -26,7 +31,8 @@ Kafka run writes to a fresh topic with the same partition count, read back and c
 confluent-kafka afterwards (not timed), then deleted. Reported: rows/s (wall time of ``save()``), CPU
 seconds per million rows of the Spark process tree (the driver JVM, which runs the executors in local
 mode, and its Python workers; from ``/proc``, children reaped during the run included), the records
-read back, and sparkafka's rate divided by each sink's.
+read back, and sparkafka's rate divided by each sink's; then the pure-Python sink's rate divided by the
+accelerated one's (issue 22's target: at least 0.5x).
 """
 
 from __future__ import annotations
@@ -53,7 +59,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 POM = HERE / "spark-kafka" / "pom.xml"
 JARS = ROOT / ".cache" / "spark-kafka" / "jars"
 STAMP = JARS / ".copied-stamp"
-SINKS = ("noop", "kafka", "sparkafka")
+SINKS = ("noop", "kafka", "sparkafka", "sparkafka-py")
+PURE_FORMAT = "sparkafka_noaccel"
+"""The ``sparkafka-py`` sink's format name: the sparkafka sink with Python workers without the accelerator."""
 KEY_POOL = 1 << 16
 WARMUP_ROWS = 50_000
 MVN_TIMEOUT_S = 900
@@ -125,6 +133,39 @@ def _broker(bootstrap: str | None) -> Iterator[tuple[str, str]]:
         yield cluster.bootstrap, "Apache Kafka (one KRaft node, its own JVM with -Xms1g -Xmx1g, log on disk)"
 
 
+def register_pure_python(spark: Any) -> None:
+    """The sparkafka sink once more, as ``PURE_FORMAT``, for Python workers with ``SPARKAFKA_NO_ACCEL=1``:
+    Spark keeps the SparkContext's ``environment`` of the moment a data source is registered and starts
+    that data source's Python workers with it."""
+    from sparkafka.spark import SparkafkaDataSource
+    from sparkafka.spark.writer import SparkafkaBatchWriter
+
+    class PurePythonWriter(SparkafkaBatchWriter):
+        def write(self, iterator: Any) -> Any:
+            from sparkafka.accel import ACCEL
+
+            if ACCEL is not None:
+                raise RuntimeError("the sparkafka-py sink's Python worker loaded the C accelerator: "
+                                   "SPARKAFKA_NO_ACCEL=1 did not reach it")
+            return super().write(iterator)
+
+    class PurePythonDataSource(SparkafkaDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return PURE_FORMAT
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            super().writer(schema, overwrite)  # its checks (save mode, options, columns)
+            return PurePythonWriter(*self._prepare(schema))
+
+    environment = spark.sparkContext.environment
+    environment["SPARKAFKA_NO_ACCEL"] = "1"
+    try:
+        spark.dataSource.register(PurePythonDataSource)
+    finally:
+        del environment["SPARKAFKA_NO_ACCEL"]
+
+
 def rows_df(spark: Any, data: str, rows: int, partitions: int | None) -> Any:
     """The rows every sink writes (built by JVM expressions, the same for every run)."""
     from pyspark.sql import functions as F
@@ -152,8 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2,4]")
     parser.add_argument("--batch-size", type=int, default=16384, help="kafka.batch.size for both Kafka sinks")
     parser.add_argument("--bootstrap-servers", default=None, help="default: one Apache Kafka node of our own")
+    parser.add_argument("--sinks", nargs="+", choices=SINKS, default=list(SINKS))
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench" / "spark"))
     args = parser.parse_args(argv)
+    sinks = [sink for sink in SINKS if sink in args.sinks]
 
     import pyspark
     from pipeline_vs_foreachpartition import count_records
@@ -171,6 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    register_pure_python(spark)
     jvm: Any = spark.sparkContext._jvm
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())  # the driver JVM (executors too, in local mode)
     options = {"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.linger.ms": "5",
@@ -184,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             with AdminClient(bootstrap) as admin:
                 admin.create_topics([(topic, args.partitions, 1)], exist_ok=True)
-            writer = (df.write.format(sink).option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+            writer = (df.write.format(PURE_FORMAT if sink == "sparkafka-py" else sink)
+                      .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
                       .options(**options).mode("append"))
         cpu0 = tree_cpu_seconds(jvm_pid)
         started = time.monotonic()
@@ -207,10 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     try:
         with _broker(args.bootstrap_servers) as (bootstrap, broker_name):
-            for sink in SINKS:  # warm-up: JIT, Python workers, metadata
+            for sink in sinks:  # warm-up: JIT, Python workers, metadata
                 run(sink, min(args.rows, WARMUP_ROWS), bootstrap)
             for attempt in range(args.repeat):
-                for sink in SINKS:
+                for sink in sinks:
                     result = run(sink, args.rows, bootstrap)
                     result["attempt"] = attempt + 1
                     runs.append(result)
@@ -239,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "| sparkafka / sink (rows/s) |",
              "|---|---:|---:|---:|---:|---:|"]
     failed = False
-    for sink in SINKS:
+    for sink in sinks:
         r = best[sink]
         ratio = f"{ours['rows_per_second'] / r['rows_per_second']:.2f}x" if ours and r is not ours else ""
         read_back = "-" if r["read_back"] is None else f"{r['read_back']:,}"
@@ -248,6 +293,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             read_back += f" (expected {args.rows:,})"
         lines.append(f"| {sink} | {r['rows_per_second']:,.0f} | {r['seconds']:.2f} | "
                      f"{r['cpu_seconds_per_million']:.2f} | {read_back} | {ratio} |")
+    pure = best.get("sparkafka-py")
+    if ours and pure:
+        lines += ["", f"Pure Python (sparkafka-py, SPARKAFKA_NO_ACCEL=1 in its Python workers): "
+                      f"{pure['rows_per_second'] / ours['rows_per_second']:.2f}x the accelerated sink's rows/s "
+                      f"(target >= 0.5x), {pure['cpu_seconds_per_million'] / ours['cpu_seconds_per_million']:.2f}x "
+                      "its CPU per row"]
     text = "\n".join(lines)
     print(text)
     os.makedirs(args.out, exist_ok=True)
