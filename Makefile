@@ -5,6 +5,7 @@
 #   make lint       ruff check src tests
 #   make typecheck  mypy (strict, config in pyproject.toml)
 #   make broker     run the embedded Tansu broker in the foreground (Ctrl-C stops it)
+#   make bench-kafka every benchmark table on Apache Kafka (docs/bench/README.md; a quiet machine, about an hour)
 #   make clean      remove the venv and caches
 # The venv is .venv (override with VENV=...); PYTHON picks the interpreter that creates it.
 
@@ -16,7 +17,7 @@ EXTRAS ?= spark,broker
 PYTEST_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: install kafka test lint typecheck pytest run broker clean
+.PHONY: install kafka test lint typecheck pytest run broker bench-kafka clean
 
 install: $(STAMP)
 
@@ -71,6 +72,15 @@ run: install
 
 broker: install
 	$(PY) -m sparkafka broker
+
+# The tables on Apache Kafka (docs/bench/README.md, "Every table on Apache Kafka"): the producer suite with the Java
+# peers, the pure-Python and the thread rows; Spark's sinks on order events and on keyed rows; the partition-count runs.
+bench-kafka: install kafka
+	@$(call QUIET_PIP,--group bench)
+	$(PY) benchmarks/run.py --broker kafka --repeat 3 --out docs/bench/kafka
+	$(PY) benchmarks/spark_sinks.py --rows 2000000 --repeat 3 --out docs/bench/spark
+	$(PY) benchmarks/spark_sinks.py --data keyed-100 --rows 2000000 --repeat 3 --out docs/bench/spark-keyed
+	$(PY) benchmarks/scale.py --repeat 2 --out docs/bench/scale
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist .cache test-logs
