@@ -38,7 +38,8 @@ kafka-python and with the accelerated build of the same run.
 Brokers: ``--broker mock`` runs the workloads against a librdkafka mock cluster instead (3 brokers, C,
 a new one per run, ``mock_broker.py``), which needs far less CPU per batch than Tansu. ``--broker
 kafka`` starts one Apache Kafka node (KRaft, ``tests/support/kafka_cluster.py``, the release of
-``jvm/pom.xml``) for the whole run; each run gets a fresh topic, deleted afterwards. With it the Java
+``jvm/pom.xml``) for the whole run; each run gets a fresh topic, deleted afterwards, into which an
+untimed ``ceiling`` run writes ``TOPIC_WARMUP_RECORDS`` records first. With it the Java
 producer joins as a peer (``java_peer.py``; name them in ``--clients`` to run them on another broker):
 ``java``, Kafka's ``KafkaProducer`` in the worker's loop (a callback per record) on the keyed
 workloads, and ``java-perf``, Kafka's own ``ProducerPerformance`` on the keyless ones, each in a JVM
@@ -89,6 +90,10 @@ KAFKA_HEAP = "1g"
 """Heap of the Apache Kafka node of ``--broker kafka`` (-Xms = -Xmx)."""
 BROKER_WARMUP_RECORDS = 3_000_000
 """Records of the untimed warm-up of the Apache Kafka node (times ``--scale``, at least a tenth)."""
+TOPIC_WARMUP_RECORDS = 100_000
+"""Records of the untimed ``ceiling`` run into each fresh topic on Apache Kafka before its timed run: a new
+topic is slower for its first few MB (seconds with 600 partitions, ``scale.py``), and the Java peers'
+warm-up writes into their topic before their timed run, so every client gets a topic in that state."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,10 @@ class Broker:
 
         with AdminClient(self.servers) as admin:
             admin.create_topics([(topic, PARTITIONS, 1)], exist_ok=True)
+        if self.kafka is not None:  # untimed, as the Java peers' warm-up writes into their topic first
+            from broker_ceiling import run_ceiling
+
+            run_ceiling(self.servers, topic, TOPIC_WARMUP_RECORDS, 16384, 8, 100)
         return topic
 
 

@@ -16,7 +16,9 @@ cluster of 3 brokers:
   with ``-Xms/-Xmx --kafka-heap`` each, logs on disk) for the whole run, P up to ``KAFKA_MAX_PARTITIONS``
   unless named; topics have ``--replication`` replicas (1 by default, with ``min.insync.replicas`` 1, so
   the 2 shared cores go to the producers rather than to replication) and leaders spread over the
-  nodes; each topic is deleted after its run. The broker's JIT is warmed by an untimed ``ceiling`` run.
+  nodes; each topic is deleted after its run. The brokers' JIT is warmed by an untimed ``ceiling`` run,
+  and every fresh topic gets one too before its timed run (``TOPIC_WARMUP_RECORDS``: a new topic of
+  hundreds of partitions is several times slower for its first few MB).
 
 Each run is one ``worker.py --batch-stats`` process (its docstring: the same loop for every client), so
 CPU and peak RSS are the client's own; ``--repeat`` interleaved rounds (every P and client once per
@@ -55,6 +57,10 @@ KAFKA_MAX_PARTITIONS = 600
 """Apache Kafka runs up to this many partitions unless ``--kafka-partitions`` names more."""
 RECORDS = 1_000_000
 BROKER_WARMUP_RECORDS = 2_000_000
+TOPIC_WARMUP_RECORDS = 300_000
+"""Records of the untimed ``ceiling`` run into every fresh Apache Kafka topic before the timed run (at least
+``TOPIC_WARMUP_PER_PARTITION`` per partition)."""
+TOPIC_WARMUP_PER_PARTITION = 200
 RUN_TIMEOUT_S = 900
 TOPIC_TIMEOUT_S = 180.0
 MB = 1024 * 1024
@@ -118,9 +124,17 @@ class Cluster:
             if not self.servers:
                 raise RuntimeError("the mock cluster did not start (benchmarks/mock_broker.py)")
             return topic
+        from broker_ceiling import run_ceiling
+
         from support.consume import create_topic
 
         create_topic(self.servers, topic, partitions, self.replication, timeout=TOPIC_TIMEOUT_S)
+        # Untimed: the first few MB written into a new topic of hundreds of partitions take Apache Kafka
+        # seconds (100,000 records into 600 partitions: 4-14 s, then 0.4-1.4 s into the same topic), and
+        # the Java peer's JIT warm-up writes into the topic before its timed run: every client gets the
+        # topic in that state.
+        run_ceiling(self.servers, topic, max(TOPIC_WARMUP_RECORDS, TOPIC_WARMUP_PER_PARTITION * partitions),
+                    16384, 8, 100)
         return topic
 
     def done(self, topic: str) -> None:
