@@ -23,6 +23,7 @@ import pytest
 from sparkafka.cli import build_parser, main
 from sparkafka.cli.perf import PerfOptions, make_keys, options_from_args, read_payloads, run_perf
 from sparkafka.errors import KafkaTimeoutError
+from sparkafka.producer.future import FailedFuture
 
 _DOWN = ["--bootstrap-servers", "127.0.0.1:1", "--producer-props", "max.block.ms=300"]
 
@@ -102,6 +103,33 @@ def test_a_send_error_is_reported_with_what_was_done(threads: int) -> None:
     data = result.to_dict()
     assert data["sent"] == 25 and data["send_error"] == result.send_error
     assert result.send_records_per_second == 25 / result.send_seconds  # the records sent, not the 1000 asked for
+
+
+class _JavaContractProducer(_Producer):
+    """Like sparkafka's ``send()`` (Java's contract): past ``fail_after`` records the callback gets the
+    error at once and a ``FailedFuture`` is returned, nothing is raised."""
+
+    def send(self, topic: str, value: bytes, key: bytes | None = None, callback: Any = None) -> Any:
+        with self.lock:
+            if self.fail_after is not None and len(self.sent) >= self.fail_after:
+                error = KafkaTimeoutError("metadata not available after 300 ms (max.block.ms)")
+                callback(object(), error)
+                return FailedFuture(error)
+            self.sent.append((value, callback))
+            return None
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_send_that_fails_at_once_stops_the_run(threads: int) -> None:
+    producer = _JavaContractProducer(fail_after=25)
+    options = PerfOptions(topic="t", num_records=1000, payloads=[b"x"], threads=threads, reporting_interval=0,
+                          sample_every=4)
+    result = run_perf(producer, options, report_send_errors=True)
+    failed = result.sent - 25  # one record per thread at most: each stops at its first failure
+    assert 1 <= failed <= threads and result.acked == 25 and result.errors == failed
+    assert result.send_error is not None and "max.block.ms" in result.send_error
+    assert f"{1000 - result.sent} records NOT SENT" in result.line()
+    assert result.acked + result.errors + (result.records - result.sent) == 1000
 
 
 @pytest.mark.broker

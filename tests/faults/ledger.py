@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkafka.errors import KafkaError
+from sparkafka.producer.future import FailedFuture
 
 __all__ = ["Ledger", "Raised", "Report", "decode_value", "failed_indexes", "verify_records"]
 
@@ -81,8 +82,9 @@ class Ledger:
              hook: Callable[[int], None] | None = None, stop_on_error: bool = False) -> int:
         """Send ``count`` more records to ``topic``; ``hook(i)`` runs before record ``i`` when
         ``i % every == 0`` (fault injection mid-stream). A ``KafkaError`` raised by ``send()`` itself
-        (e.g. no metadata within max.block.ms) is recorded as that record's outcome; with
-        ``stop_on_error`` sending stops there. Returns how many records were attempted."""
+        is recorded as that record's outcome; with ``stop_on_error`` sending stops there, and at a record
+        that failed in ``send()`` (e.g. no metadata within max.block.ms: a ``FailedFuture``). Returns how
+        many records were attempted."""
         futures, key_seq, keys = self.futures, self._key_seq, self.keys
         for attempt in range(count):
             index = len(futures)
@@ -106,6 +108,8 @@ class Ledger:
                     return attempt + 1
                 continue
             futures.append(future)
+            if stop_on_error and isinstance(future, FailedFuture):  # failed in send() (Java's contract)
+                return attempt + 1
         return count
 
     def wait_all(self, timeout: float) -> int:

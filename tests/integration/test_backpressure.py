@@ -1,5 +1,6 @@
 """A small buffer.memory and a slow broker: send() blocks, gives up after max.block.ms with
-BufferExhaustedError, and the pool never hands out more than buffer.memory (nor leaks any)."""
+BufferExhaustedError (in the returned future and the callback, as Java's send()), and the pool never
+hands out more than buffer.memory (nor leaks any)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import pytest
 
 from sparkafka import errors
+from sparkafka.producer.future import FailedFuture, RecordFuture, RecordMetadata
 from sparkafka.producer.producer import KafkaProducer
 
 from .conftest import Target
@@ -64,22 +66,36 @@ def _slow_producer(target: Target, max_block_ms: int, rtt_ms: int) -> tuple[Kafk
     return producer, topic
 
 
-def test_send_blocks_then_raises_buffer_exhausted(mock_target: Target) -> None:
+def test_send_blocks_then_fails_with_buffer_exhausted(mock_target: Target) -> None:
     producer, topic = _slow_producer(mock_target, max_block_ms=300, rtt_ms=2500)
-    futures = []
+    futures: list[RecordFuture] = []
     blocked_for = 0.0
+    failed: list[tuple[RecordMetadata, BaseException | None]] = []
+
+    def on_done(metadata: RecordMetadata, exc: BaseException | None) -> None:
+        if exc is not None:
+            failed.append((metadata, exc))
+
     with PoolWatcher(producer) as watcher:
-        with pytest.raises(errors.BufferExhaustedError) as info:
-            for _ in range(10 * MEMORY // len(VALUE)):
-                started = time.monotonic()
-                try:
-                    futures.append(producer.send(topic, value=VALUE))
-                finally:
-                    blocked_for = time.monotonic() - started
+        for _ in range(10 * MEMORY // len(VALUE)):
+            started = time.monotonic()
+            future = producer.send(topic, value=VALUE, callback=on_done)
+            blocked_for = time.monotonic() - started
+            if isinstance(future, FailedFuture):
+                break
+            futures.append(future)
+        else:
+            pytest.fail("no send() failed although buffer.memory stayed exhausted")
         assert blocked_for >= 0.25, f"the failing send returned after {blocked_for:.3f}s, before max.block.ms"
         assert blocked_for < 0.3 + 3.0
-        message = str(info.value)
+        # the error is in the future and was handed to the callback before send() returned
+        assert isinstance(future.error, errors.BufferExhaustedError)
+        assert failed == [(RecordMetadata(topic, -1, -1, -1, -1, -1), future.error)]
+        message = str(future.error)
         assert "300" in message and str(MEMORY) in message
+        exhausted = producer.metrics()
+        assert exhausted["buffer-exhausted-total"] == 1 and exhausted["buffer-exhausted-rate"] > 0
+        assert exhausted["record-error-total"] == 1
         # fewer records than buffer.memory could possibly hold were accepted
         assert 10 <= len(futures) <= MEMORY // len(VALUE)
         producer.flush(15)
@@ -155,9 +171,9 @@ def test_max_block_ms_bounds_metadata_and_memory_waits_together(mock_target: Tar
     timer.start()
     started = time.monotonic()
     try:
-        with pytest.raises(errors.BufferExhaustedError):
-            producer.send(late, value=b"y")
+        error = producer.send(late, value=b"y").exception(0)
         elapsed = time.monotonic() - started
+        assert isinstance(error, errors.BufferExhaustedError)
     finally:
         timer.cancel()
         producer.close(0)

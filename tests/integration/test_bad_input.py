@@ -1,18 +1,23 @@
 """Bad input to send() and the config: rejected at once (or after max.block.ms) with a typed error that
-names the field, the limit or the topic. Tests that need no broker use an address nobody listens on:
-every check here must happen before the producer would need one."""
+names the field, the limit or the topic. As in Java, what Java's ``send()`` throws raises (bad arguments,
+serializers, config), and what it returns in a failed future (its ApiExceptions: a record too large, an
+invalid topic name, metadata past max.block.ms, a topic not authorized) goes to the returned future and
+to the callback, at once and in the sending thread. Tests that need no broker use an address nobody
+listens on: every check here must happen before the producer would need one."""
 
 from __future__ import annotations
 
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 
 from sparkafka import errors
+from sparkafka.producer.future import RecordMetadata
 from sparkafka.producer.producer import KafkaProducer
 from support.consume import consume_all
 
@@ -41,10 +46,32 @@ def _sizes_in(message: str) -> list[int]:
     return [int(n) for n in re.findall(r"\d+", message)]
 
 
+E = TypeVar("E", bound=BaseException)
+
+
+def _send_fails(producer: KafkaProducer, topic: str, expected: type[E], **kwargs: Any) -> E:
+    """``send()`` does not raise: it returns a done future holding an ``expected`` error and has already
+    called the callback with it, in this thread, with Java's metadata for a failed record (the topic and the
+    partition given, else -1; -1 elsewhere); the error counts in record-error-total."""
+    errors_before = producer.metrics()["record-error-total"]
+    calls: list[tuple[RecordMetadata, BaseException | None, int]] = []
+    future = producer.send(topic, callback=lambda md, exc: calls.append((md, exc, threading.get_ident())), **kwargs)
+    assert future.done()
+    error = future.exception(0)
+    assert isinstance(error, expected), error
+    with pytest.raises(expected):
+        future.result(0)
+    assert len(calls) == 1
+    metadata, seen, thread = calls[0]
+    assert seen is error and thread == threading.get_ident()
+    partition = kwargs.get("partition")
+    assert metadata == RecordMetadata(topic, partition if isinstance(partition, int) else -1, -1, -1, -1, -1)
+    assert producer.metrics()["record-error-total"] == errors_before + 1
+    return error
+
+
 def test_record_larger_than_max_request_size(offline: KafkaProducer) -> None:
-    with pytest.raises(errors.RecordTooLargeError) as info:
-        offline.send("topic-a", value=b"x" * 20_000)
-    message = str(info.value)
+    message = str(_send_fails(offline, "topic-a", errors.RecordTooLargeError, value=b"x" * 20_000))
     assert "max.request.size" in message and str(MAX_REQUEST) in message
     assert any(n > 20_000 for n in _sizes_in(message)), message  # the record's own size
     assert "topic-a" in message
@@ -54,9 +81,8 @@ def test_record_larger_than_buffer_memory() -> None:
     producer = KafkaProducer({"bootstrap.servers": _dead_address(), "max.block.ms": 200,
                               "buffer.memory": 30_000, "batch.size": 1000})
     try:
-        with pytest.raises(errors.RecordTooLargeError) as info:
-            producer.send("topic-b", value=b"x" * 40_000, headers=[("h", b"v")])
-        message = str(info.value)
+        message = str(_send_fails(producer, "topic-b", errors.RecordTooLargeError, value=b"x" * 40_000,
+                                  headers=[("h", b"v")], partition=3))
         assert "buffer.memory" in message and "30000" in message
         assert any(n > 40_000 for n in _sizes_in(message)), message
     finally:
@@ -64,21 +90,20 @@ def test_record_larger_than_buffer_memory() -> None:
 
 
 def test_large_headers_count_towards_the_limit(offline: KafkaProducer) -> None:
-    with pytest.raises(errors.RecordTooLargeError):
-        offline.send("topic-c", value=b"small", headers=[("h", b"y" * 20_000)])
+    _send_fails(offline, "topic-c", errors.RecordTooLargeError, value=b"small", headers=[("h", b"y" * 20_000)])
 
 
 @pytest.mark.parametrize("topic", ["", "a b", "x" * 250, ".", "..", "na\u00efve", "tab\t", "semi;colon", "abc\n"])
 def test_invalid_topic_names(offline: KafkaProducer, topic: str) -> None:
     started = time.monotonic()
-    with pytest.raises(errors.InvalidTopicNameError) as info:
-        offline.send(topic, value=b"x")
+    error = _send_fails(offline, topic, errors.InvalidTopicNameError, value=b"x")
     assert time.monotonic() - started < 0.2  # rejected before any metadata wait
-    assert repr(topic)[:40] in str(info.value) or "characters" in str(info.value) or "empty" in str(info.value)
+    assert repr(topic)[:40] in str(error) or "characters" in str(error) or "empty" in str(error)
 
 
 @pytest.mark.parametrize("topic", [None, 123, b"bytes-topic"])
 def test_non_str_topic(offline: KafkaProducer, topic: Any) -> None:
+    """Not a str at all: raised (Java's ProducerRecord refuses a null topic before send())."""
     with pytest.raises(errors.InvalidTopicNameError):
         offline.send(topic, value=b"x")
 
@@ -102,8 +127,9 @@ def test_serializer_failure_names_topic_and_field() -> None:
     producer = KafkaProducer({"bootstrap.servers": _dead_address(), "max.block.ms": 200,
                               "value.serializer": "json", "key.serializer": broken})
     try:
-        with pytest.raises(errors.SerializationError) as info:
+        with pytest.raises(errors.SerializationError) as info:  # raised, as Java's send() throws it
             producer.send("topic-e", value={"ok": 1}, key="k")
+        assert producer.metrics()["record-error-total"] == 1  # and counted, as Java counts it
         message = str(info.value)
         assert "key" in message and "topic-e" in message and "cannot encode this" in message
         assert isinstance(info.value.__cause__, ValueError)
@@ -144,16 +170,16 @@ def test_none_value_bytes_likes_and_str_header_value_are_allowed(mock_target: Ta
 
 @pytest.mark.broker
 def test_unauthorized_topic_fails_fast(mock_target: Target) -> None:
-    """A topic error the broker reports as final (not authorized) is raised at once, not at max.block.ms."""
+    """A topic error the broker reports as final (not authorized) fails the record at once, not at
+    max.block.ms (Java: a TopicAuthorizationException in the future)."""
     assert mock_target.mock is not None
     topic = mock_target._unique_topic("secret")
     mock_target.mock.topic_set_error(topic, errors.TOPIC_AUTHORIZATION_FAILED)
     producer = mock_target.producer({"max.block.ms": 10_000})
     started = time.monotonic()
-    with pytest.raises(errors.BrokerError) as info:
-        producer.send(topic, value=b"x")
+    error = _send_fails(producer, topic, errors.BrokerError, value=b"x")
     assert time.monotonic() - started < 5
-    assert info.value.code == errors.TOPIC_AUTHORIZATION_FAILED and topic in str(info.value)
+    assert error.code == errors.TOPIC_AUTHORIZATION_FAILED and topic in str(error)
 
 
 @pytest.mark.broker
@@ -162,10 +188,8 @@ def test_partition_out_of_range(mock_target: Target) -> None:
     producer = mock_target.producer({"max.block.ms": 300})
     assert producer.partitions_for(topic) == [0, 1, 2]
     started = time.monotonic()
-    with pytest.raises(errors.MetadataTimeoutError) as info:
-        producer.send(topic, value=b"x", partition=3)
+    message = str(_send_fails(producer, topic, errors.MetadataTimeoutError, value=b"x", partition=3))
     assert time.monotonic() - started < 0.3 + 3.0
-    message = str(info.value)
     assert "partition 3" in message and "partition count 3" in message and topic in message
     for bad in (-1, "0", 1.0):
         with pytest.raises(errors.InvalidRecordInputError):
@@ -181,12 +205,11 @@ def test_unknown_topic_fails_after_max_block_ms(mock_target: Target) -> None:
     mock_target.mock.topic_set_error(topic, errors.error_class_for_code(3).code)
     producer = mock_target.producer({"max.block.ms": 500})
     started = time.monotonic()
-    with pytest.raises(errors.MetadataTimeoutError) as info:
-        producer.send(topic, value=b"x")
+    error = _send_fails(producer, topic, errors.MetadataTimeoutError, value=b"x")
     elapsed = time.monotonic() - started
     assert 0.45 <= elapsed < 0.5 + 3.0, elapsed
-    assert topic in str(info.value)
-    assert "500" in str(info.value) or "max.block.ms" in str(info.value)
+    assert topic in str(error)
+    assert "500" in str(error) or "max.block.ms" in str(error)
     with pytest.raises(errors.MetadataTimeoutError):
         producer.partitions_for(topic)
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from sparkafka import errors
-from sparkafka.producer.future import FutureRecordMetadata
+from sparkafka.producer.future import FutureRecordMetadata, RecordFuture
 from sparkafka.producer.murmur2 import murmur2_py
 from sparkafka.producer.producer import KafkaProducer
 from sparkafka.producer.send_lane import _SendLane
@@ -165,7 +165,7 @@ def test_a_held_partition_lock_sends_the_record_down_the_python_path(target: Tar
     assert info is not None
     queue = info.queues.get(0)
     assert queue is not None
-    done: list[FutureRecordMetadata] = []
+    done: list[RecordFuture] = []
     with queue.lock:
         over = lane.handed_over
         sender = threading.Thread(target=lambda: done.append(producer.send(topic, b"second", b"k")))

@@ -8,7 +8,7 @@ hold, these tests fail before send() silently misbehaves.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sparkafka._clock import SYSTEM_CLOCK, ManualClock
 from sparkafka.net.cluster import Cluster
 from sparkafka.net.metadata import Metadata
+from sparkafka.producer.future import FutureRecordMetadata
 from sparkafka.producer.murmur2 import murmur2, murmur2_py, partition_for_key_fast, partition_for_key_py
 from sparkafka.producer.producer import KafkaProducer
 from sparkafka.producer.send_lane import _SendLane
@@ -77,7 +78,9 @@ def test_the_send_lane_partitions_a_hash_with_the_high_bit_set_as_java() -> None
         keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_py(k) < 0][:60]
         assert len(keys) == 60
         futures = [producer.send("t", b"v", k) for k in keys]
+        assert all(isinstance(f, FutureRecordMetadata) for f in futures)
         assert lane.fast_count >= 40  # all but the records that open a partition's batch
-        assert [f._produce_result.partition for f in futures] == [(murmur2_py(k) & 0x7FFFFFFF) % 7 for k in keys]
+        partitions = [cast(FutureRecordMetadata, f)._produce_result.partition for f in futures]
+        assert partitions == [(murmur2_py(k) & 0x7FFFFFFF) % 7 for k in keys]
     finally:
         producer.close(0)

@@ -4,7 +4,8 @@ Checked: committed records are visible to read_committed readers and aborted one
 the raw log with its COMMIT/ABORT markers, see ``transactions.raw_log``: the mock's Fetch does not filter
 for ordinary consumers), ``with producer.transaction()`` commits or aborts, AddPartitionsToTxn reaches the
 coordinator before the first Produce, coordinator errors are retried, a failed batch makes the
-transaction abortable, and a fenced producer gets ``ProducerFencedError`` from every later call.
+transaction abortable, and a fenced producer gets ``ProducerFencedError`` from every later call (in the
+future ``send()`` returns, as Java's).
 """
 
 from __future__ import annotations
@@ -109,6 +110,23 @@ def test_a_failed_batch_makes_the_transaction_abortable(
     assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [2]
 
 
+def test_a_record_that_fails_in_send_makes_the_transaction_abortable(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """Java's doSend hands the error to the future and calls ``maybeTransitionToErrorState``: the record is
+    not in the transaction, so the transaction must not commit; after the abort the producer goes on."""
+    producer.init_transactions()
+    producer.begin_transaction()
+    assert producer.send(topic, b"0:0:0", partition=0).get(10).offset >= 0
+    too_large = producer.send(topic, b"x" * (producer.record_limit + 1), partition=0)
+    assert isinstance(too_large.exception(0), errors.RecordTooLargeError)
+    with pytest.raises(errors.TransactionError, match="RecordTooLargeError"):
+        producer.commit_transaction()
+    producer.abort_transaction()
+    with producer.transaction():
+        producer.send(topic, b"0:1:1", partition=0)
+    assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [1]
+
+
 def test_invalid_producer_epoch_on_produce_is_abortable_and_the_abort_takes_a_new_epoch(
         mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
     """As in Java (KIP-588): INVALID_PRODUCER_EPOCH answered to a transactional Produce (the coordinator
@@ -165,7 +183,9 @@ def test_a_fenced_producer_fails_every_later_call(
     assert (outcome is None) if api == ApiKey.END_TXN else isinstance(outcome, errors.KafkaError)
     with pytest.raises(errors.ProducerFencedError):
         producer.begin_transaction()
-    with pytest.raises(errors.ProducerFencedError):
-        producer.send(topic, b"late")
+    # Java's send() hands a fenced producer's ProducerFencedException (an ApiException) to the future
+    seen: list[BaseException | None] = []
+    late = producer.send(topic, b"late", callback=lambda md, exc: seen.append(exc))
+    assert isinstance(late.exception(0), errors.ProducerFencedError) and seen == [late.exception(0)]
     with pytest.raises(errors.ProducerFencedError):
         producer.abort_transaction()

@@ -11,10 +11,11 @@ runs for the test and the topic is created. The producer settings are checked be
 starts, and a record (payload plus key) larger than the producer accepts is an option error.
 
 Errors: a record that fails in the producer is counted (``errors``; the first one is shown); a
-``send()`` that raises (metadata or memory not available within ``max.block.ms``) stops every
-sending thread, the records already sent are flushed (bounded by ``delivery.timeout.ms``), and the
-final line says how many records were not sent and why; the exit code is then 1. Ctrl-C closes the
-producer at once (pending records fail) instead of waiting for them.
+``send()`` that fails at once (metadata or memory not available within ``max.block.ms``: returned in
+a failed future, as Java's ``send()`` does, or raised by another producer) stops every sending thread,
+the records already sent are flushed (bounded by ``delivery.timeout.ms``), and the final line says how
+many records were not sent and why; the exit code is then 1. Ctrl-C closes the producer at once
+(pending records fail) instead of waiting for them.
 
 Measuring stays cheap: every record gets the same counting callback (no allocation per record);
 every ``--latency-sample-every``-th record instead gets a sampling callback (one small slotted
@@ -336,9 +337,10 @@ class PerfResult:
     threads: int
     first_error: str | None = None
     sent: int = -1
-    """Records handed to ``send()`` (``records`` unless a ``send()`` raised; -1 is taken as ``records``)."""
+    """Records handed to ``send()`` (``records`` unless a ``send()`` failed at once; -1 is taken as
+    ``records``)."""
     send_error: str | None = None
-    """What the ``send()`` that stopped the run raised."""
+    """The error of the ``send()`` that stopped the run."""
 
     def __post_init__(self) -> None:
         if self.sent < 0:
@@ -379,7 +381,7 @@ class PerfResult:
         if self.errors:
             text += f" {self.errors} records FAILED, first error: {self.first_error}"
         if self.sent < self.records:
-            text += (f" {self.records - self.sent} records NOT SENT: send() raised {self.send_error} "
+            text += (f" {self.records - self.sent} records NOT SENT: send() failed with {self.send_error} "
                      "(the run stopped there)")
         return text
 
@@ -424,18 +426,31 @@ class _Reporter(threading.Thread):
 
 
 class _SendStopped(Exception):
-    """A ``send()`` raised ``__cause__`` after ``sent`` records of the share were sent."""
+    """A ``send()`` raised or failed with ``__cause__`` after ``sent`` records of the share were sent."""
 
     def __init__(self, sent: int) -> None:
         super().__init__(sent)
         self.sent = sent
 
 
+class _FailedInSend(Exception):
+    """A ``send()`` returned a future that had already failed (sparkafka's, as Java's, returns what
+    Java's ``send()`` returns as a failed future: no metadata or memory within ``max.block.ms``, ...)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
 def _send_share(producer: Any, options: PerfOptions, stats: LatencyStats, keys: Sequence[bytes | None],
                 payloads: Sequence[bytes], start: int, end: int, started: float, stop: threading.Event) -> int:
     """Send records ``start..end-1`` (global numbering, so sample slots never collide); return how many
     were sent: all, unless ``stop`` is set (checked every ``sample_every`` records and while throttled).
-    A ``send()`` that raises becomes ``_SendStopped`` (the count so far, the error as ``__cause__``)."""
+    A ``send()`` that raises becomes ``_SendStopped`` (the count so far, the error as ``__cause__``); so
+    does one that returns a ``FailedFuture`` (that record counts as sent: its callback got the error)."""
+    from sparkafka.producer.future import FailedFuture
+
+    failed = FailedFuture
     send = producer.send
     topic = options.topic
     on_ack = stats.on_ack
@@ -449,20 +464,28 @@ def _send_share(producer: Any, options: PerfOptions, stats: LatencyStats, keys: 
     try:
         # unsampled records before it
         for i in range(start, min(first, end)):
-            send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+            f = send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+            if f.__class__ is failed:
+                raise _FailedInSend(f.error)
         sent = first - start
         for base in range(first, end, every):
             if stop.is_set():
                 return base - start
             i = base
-            send(topic, payloads[base & payload_mask], keys[base & key_mask], callback=sampled(base // every))
+            f = send(topic, payloads[base & payload_mask], keys[base & key_mask], callback=sampled(base // every))
+            if f.__class__ is failed:
+                raise _FailedInSend(f.error)
             for i in range(base + 1, min(base + every, end)):
-                send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+                f = send(topic, payloads[i & payload_mask], keys[i & key_mask], callback=on_ack)
+                if f.__class__ is failed:
+                    raise _FailedInSend(f.error)
             if rate:
                 sent += min(every, end - base)
                 ahead = sent / rate - (time.perf_counter() - started)
                 if ahead > 0.001 and stop.wait(ahead):
                     return min(base + every, end) - start
+    except _FailedInSend as exc:
+        raise _SendStopped(i + 1 - start) from exc.error
     except Exception as exc:
         raise _SendStopped(i - start) from exc
     return end - start
@@ -474,9 +497,9 @@ def run_perf(producer: Any, options: PerfOptions,
     """Run the load test on ``producer`` (anything with sparkafka's ``send(topic, value, key,
     callback=)`` and ``flush()``) and return the totals. ``emit(json_dict, text)`` gets progress.
 
-    A ``send()`` that raises stops every sending thread. By default its error is raised (nothing is
-    flushed); with ``report_send_errors`` a ``KafkaError`` is reported instead: the records sent so
-    far are flushed and the result says how many were sent (``sent``) and why the run stopped
+    A ``send()`` that raises or fails at once stops every sending thread. By default its error is raised
+    (nothing is flushed); with ``report_send_errors`` a ``KafkaError`` is reported instead: the records
+    sent so far are flushed and the result says how many were sent (``sent``) and why the run stopped
     (``send_error``)."""
     options.validate()
     every = choose_sample_every(options.num_records, options.sample_every)

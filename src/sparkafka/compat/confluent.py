@@ -13,8 +13,11 @@ callback leaves ``poll()`` with the rest still queued. Errors librdkafka reports
 report (the topic's metadata not available within ``max.block.ms``, an illegal topic name) become a
 failed report too; errors it raises from ``produce()`` raise ``KafkaException`` here (a record too
 large, an unknown partition), and a full buffer (``buffer.memory`` for ``max.block.ms``) is
-``BufferError``. Transactions wrap the producer's, raising ``KafkaException`` whose ``KafkaError`` says
-``retriable()`` / ``txn_requires_abort()`` / ``fatal()`` from the producer's transaction state.
+``BufferError``. (``KafkaProducer.send`` returns such errors in a failed future, Java's contract, after
+calling the callback in the producing thread: ``_delivered`` ignores that call, so ``produce()`` alone
+decides between a report and a raise.) Transactions wrap the producer's, raising ``KafkaException``
+whose ``KafkaError`` says ``retriable()`` / ``txn_requires_abort()`` / ``fatal()`` from the producer's
+transaction state.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from sparkafka import errors
 from sparkafka.compat.confluent_config import CompatSettings, translate
 from sparkafka.compat.librdkafka_errors import KafkaError, KafkaException, PurgedError, from_exception
 from sparkafka.net.admin import AdminClient
-from sparkafka.producer.future import RecordMetadata
+from sparkafka.producer.future import FailedFuture, RecordMetadata
 from sparkafka.producer.librdkafka_partitioners import LibrdkafkaPartitioner
 from sparkafka.producer.producer import KafkaProducer
 
@@ -67,7 +70,7 @@ class Message:
     """A produced record as a delivery report shows it (confluent-kafka's ``Message``)."""
 
     __slots__ = ("_callback", "_error", "_headers", "_key", "_latency", "_offset", "_owner", "_partition",
-                 "_produced_ms", "_size", "_timestamp", "_timestamp_type", "_topic", "_value")
+                 "_produced_ms", "_producing", "_size", "_timestamp", "_timestamp_type", "_topic", "_value")
 
     def __init__(self, owner: Producer | None, topic: str, key: bytes | None, value: bytes | None,
                  headers: HeaderList | None, timestamp: int, callback: DeliveryCallback | None,
@@ -86,6 +89,8 @@ class Message:
         self._offset = OFFSET_INVALID
         self._error: KafkaError | None = None
         self._latency: float | None = None
+        self._producing = 0
+        """The id of the thread inside ``produce()`` for this message (0 once it returned)."""
 
     # -- confluent-kafka's accessors ---------------------------------------------------------------
     def topic(self) -> str:
@@ -135,7 +140,11 @@ class Message:
 
     # -- the I/O thread's side ------------------------------------------------------------------------
     def _delivered(self, metadata: RecordMetadata | None, exc: BaseException | None) -> None:
-        """The KafkaProducer callback (on its I/O thread): fill in the report and queue it."""
+        """The KafkaProducer callback (on its I/O thread): fill in the report and queue it. Called by
+        ``send()`` itself (a record that failed there, Java's contract) it does nothing: ``produce()``
+        decides what librdkafka would do with that error."""
+        if self._producing and self._producing == threading.get_ident():
+            return
         owner = self._owner
         assert owner is not None
         if metadata is not None:
@@ -277,7 +286,14 @@ class Producer:
             explicit: int | None = None
             if partition != -1:
                 explicit = self._check_partition(topic, partition)
-            self._producer.send(topic, value_bytes, key_bytes, explicit, timestamp, header_list, message._delivered)
+            message._producing = threading.get_ident()
+            try:
+                future = self._producer.send(topic, value_bytes, key_bytes, explicit, timestamp, header_list,
+                                             message._delivered)
+            finally:
+                message._producing = 0
+            if isinstance(future, FailedFuture):  # failed in send(): returned, as Java does, not raised
+                raise future.error.with_traceback(None)
         except (errors.MetadataTimeoutError, errors.InvalidTopicNameError) as exc:
             message._delivered(None, exc)  # librdkafka reports these in the delivery report
         except BaseException as exc:

@@ -32,6 +32,7 @@ __all__ = [
     "FutureRecordMetadata",
     "ProduceRequestResult",
     "RecordCallback",
+    "RecordFuture",
     "RecordMetadata",
 ]
 
@@ -349,6 +350,11 @@ class FailedFuture:
     def __init__(self, error: BaseException) -> None:
         self._error = error
 
+    @property
+    def error(self) -> BaseException:
+        """The error the record failed with."""
+        return self._error
+
     def done(self) -> bool:
         return True
 
@@ -360,7 +366,9 @@ class FailedFuture:
     def exception(self, timeout: float | None = None) -> BaseException | None:
         return self._error
 
-    def add_done_callback(self, fn: Callable[[FailedFuture], object]) -> None:
+    def add_done_callback(self, fn: Callable[[Any], object]) -> None:
+        """Call ``fn(self)`` at once (typed loosely, so that a callback written for ``send()``'s futures
+        type-checks for both kinds)."""
         _call_done_callback(fn, self)
 
     def cancel(self) -> bool:
@@ -378,3 +386,7 @@ class FailedFuture:
 
     def __repr__(self) -> str:
         return f"FailedFuture({self._error!r})"
+
+
+RecordFuture = FutureRecordMetadata | FailedFuture
+"""What ``KafkaProducer.send`` returns: the record's future, or one that failed in ``send()`` itself."""

@@ -1,12 +1,14 @@
 """Producer metrics with the Java client's names.
 
-How it works: the Sender thread updates plain counters (no locks: a metric may lag by one update);
+How it works: the Sender thread updates plain counters (no locks: a metric may lag by one update); the
+errors ``send()`` raises or returns are counted by the sending threads under a lock (a rare path);
 ``snapshot()`` turns them into Java-named values: rates are per second over the producer's lifetime
 window (reset by ``snapshot(reset_window=True)``), averages over all batches/requests seen.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -33,7 +35,13 @@ class ProducerMetrics:
         self.latency_count = 0
         self.latency_max_ms = 0.0
         self.splits = 0
+        self.send_errors = 0
+        """Records whose ``send()`` raised or returned an error (Java counts them in the "errors" sensor)."""
+        self._send_errors_lock = threading.Lock()
         self.gauges: dict[str, Callable[[], float]] = {}
+        self.buffer_exhausted: Callable[[], int] = lambda: 0
+        """How many record sends failed because ``buffer.memory`` stayed exhausted for ``max.block.ms``
+        (the BufferPool's count; Java's "buffer-exhausted-records" sensor)."""
 
     def record_request(self, batches: int, records: int, wire_bytes: int, uncompressed_bytes: int) -> None:
         """One Produce request: its batch and record counts, the batches' bytes as sent and before
@@ -57,6 +65,11 @@ class ProducerMetrics:
     def record_errors(self, n: int) -> None:
         self.records_failed += n
 
+    def record_send_errors(self, n: int) -> None:
+        """``n`` records failed in ``send()`` itself (any thread)."""
+        with self._send_errors_lock:
+            self.send_errors += n
+
     def record_retry(self, n: int) -> None:
         self.records_retried += n
 
@@ -68,8 +81,8 @@ class ProducerMetrics:
         out: dict[str, float] = {
             "record-send-total": float(self.records_sent),
             "record-send-rate": self.records_sent / elapsed_s,
-            "record-error-total": float(self.records_failed),
-            "record-error-rate": self.records_failed / elapsed_s,
+            "record-error-total": float(self.records_failed + self.send_errors),
+            "record-error-rate": (self.records_failed + self.send_errors) / elapsed_s,
             "record-retry-total": float(self.records_retried),
             "record-retry-rate": self.records_retried / elapsed_s,
             "batch-size-avg": self.batch_bytes / self.batches_sent if self.batches_sent else 0.0,
@@ -81,6 +94,9 @@ class ProducerMetrics:
             "request-latency-max": self.latency_max_ms,
             "batch-split-total": float(self.splits),
         }
+        exhausted = self.buffer_exhausted()
+        out["buffer-exhausted-total"] = float(exhausted)
+        out["buffer-exhausted-rate"] = exhausted / elapsed_s
         for name, fn in self.gauges.items():
             out[name] = float(fn())
         return out

@@ -32,7 +32,7 @@ from ..record.builder import estimate_batch_size_upper_bound
 from ..record.compression import CompressionType
 from ..serializers import BUILTIN_SERIALIZERS, serialize
 from .accumulator import RecordAccumulator
-from .future import FutureRecordMetadata, RecordMetadata
+from .future import FailedFuture, FutureRecordMetadata, RecordFuture, RecordMetadata
 from .metrics import ProducerMetrics
 from .murmur2 import partition_for_key_fast
 from .partitioner import Partitioner, resolve_partitioner
@@ -51,6 +51,11 @@ log = logging.getLogger("sparkafka.producer")
 HeaderValue = bytes | bytearray | memoryview | str | None
 Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue]
 """Record headers: ``(key, value)`` pairs, or a dict (one header per key)."""
+
+_API_ERRORS = (errors.KafkaTimeoutError, errors.RecordTooLargeError, errors.BrokerError, errors.AuthenticationError)
+"""What ``send()`` returns in a failed future instead of raising, as Java's ``ApiException`` (see ``send``):
+a metadata or memory wait past ``max.block.ms``, a record too large, a broker's error for the topic
+(not authorized, ...), an authentication failure; invalid topic names and a fenced producer too."""
 
 _live_producers: weakref.WeakSet[KafkaProducer] = weakref.WeakSet()
 _FORCED_CLOSE_GRACE_S = 2.0
@@ -162,6 +167,7 @@ class KafkaProducer:
             "bufferpool-wait-ratio": lambda: float(self._accumulator.free.wait_ratio()),
             "requests-in-flight": lambda: float(self._client.in_flight_count()),
         })
+        self.metrics_registry.buffer_exhausted = lambda: self._accumulator.pool.exhausted_count
         updater = MetadataUpdater(self._metadata, self._client, clock=self._clock)
         self._sender = Sender(
             client=self._client, metadata=self._metadata, metadata_updater=updater,
@@ -189,9 +195,59 @@ class KafkaProducer:
     # ------------------------------------------------------------------ send
     def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
              timestamp: int | None = None,
-             headers: Headers | None = None, callback: Any = None) -> FutureRecordMetadata:
-        """Append a record and return its future. Raises at once for bad input, a closed producer,
-        or when metadata/memory are not available within ``max.block.ms``."""
+             headers: Headers | None = None, callback: Any = None) -> RecordFuture:
+        """Append a record and return its future (Java ``KafkaProducer.send``).
+
+        As in Java, an error the broker or the producer's limits give the record (Java's
+        ``ApiException``: metadata or memory not available within ``max.block.ms``, a record over
+        ``max.request.size`` / ``buffer.memory``, an invalid topic name, a topic not authorized, a
+        fenced producer) does not raise: the callback gets it at once, in this thread, and the
+        returned future holds it (``FailedFuture``). What Java's ``send()`` throws raises: bad
+        arguments, a serializer's failure, a closed producer, a send outside a transaction or after
+        the producer's fatal or abortable error. Both count in ``record-error-total``."""
+        try:
+            return self._do_send(topic, value, key, partition, timestamp, headers, callback)
+        except errors.KafkaError as exc:
+            if not self._returned_by_send(exc, topic):
+                self.metrics_registry.record_send_errors(1)
+                raise
+            return self._failed_send(exc, topic, partition, callback)
+
+    def _returned_by_send(self, exc: errors.KafkaError, topic: object) -> bool:
+        """Whether Java's ``send()`` returns ``exc`` in a failed future (an ``ApiException``) instead of
+        throwing it."""
+        if isinstance(exc, errors.ProducerFencedError):
+            return True  # Java's maybeFailWithError throws a new ProducerFencedException: an ApiException
+        tm = self._tm
+        if tm is not None and exc is tm.last_error:
+            return False  # the producer's fatal state (Java: a KafkaException wrapping it)
+        if isinstance(exc, errors.InvalidTopicNameError):
+            return isinstance(topic, str)  # not a str: Java's ProducerRecord refuses it before send()
+        return isinstance(exc, _API_ERRORS)
+
+    def _failed_send(self, exc: errors.KafkaError, topic: str, partition: int | None,
+                     callback: Any) -> FailedFuture:
+        """Java ``doSend``'s ``catch (ApiException e)``: the callback gets the error with metadata that
+        has the topic and partition (-1 if not chosen yet) and -1 elsewhere, the error is counted, a
+        transaction becomes abortable (or the producer fatal, for the errors that make it so)."""
+        exc = exc.with_traceback(None)
+        log.debug("send() to topic %r failed: %r", topic, exc)
+        if callback is not None and callable(callback):
+            tp = partition if type(partition) is int else -1
+            try:
+                callback(RecordMetadata(topic, tp, -1, -1, -1, -1), exc)
+            except Exception:
+                log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
+                              topic, tp)
+        self.metrics_registry.record_send_errors(1)
+        if self._tm is not None:
+            self._tm.maybe_transition_to_error_state(exc)
+        return FailedFuture(exc)
+
+    def _do_send(self, topic: str, value: Any, key: Any, partition: int | None, timestamp: int | None,
+                 headers: Headers | None, callback: Any) -> FutureRecordMetadata:
+        """Java ``doSend``: append the record and return its future; raises every error (``send`` sorts
+        them)."""
         if self._closing:
             raise self._closed_error()
         if callback is not None and not callable(callback):

@@ -312,6 +312,19 @@ class TransactionManager(IdempotenceManager):
             "the transaction must be aborted"))
 
     # ===================================================== batches that failed
+    def maybe_transition_to_error_state(self, exc: BaseException) -> None:
+        """A record failed in ``send()`` itself (Java ``maybeTransitionToErrorState``, called by
+        ``doSend``): the errors that are fatal for any idempotent producer make it fatal; any other makes a
+        transaction abortable (the record is not in it, so it must not commit). No sequence was used, so
+        no new epoch is needed."""
+        with self.lock:
+            code = getattr(exc, "code", None)
+            if code in _FATAL_FOR_BATCHES or isinstance(exc, (errors.UnsupportedVersionError,
+                                                                errors.ProducerFencedError)):
+                self.transition_to_fatal(exc)
+            elif self.is_transactional:
+                self.transition_to_abortable(exc)
+
     def handle_failed_batch(self, batch: ProducerBatch, exc: BaseException, adjust_sequences: bool) -> None:
         """A batch failed for good (Java ``handleFailedBatch``): first its effect on the state, then on the
         sequences (``_sequences_after_failed_batch``)."""

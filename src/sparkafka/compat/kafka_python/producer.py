@@ -6,10 +6,11 @@ kafka-python's contract: it raises ``IllegalStateError`` once closed, ``ValueErr
 key and value or a partition the topic does not have, serializes key and value as kafka-python does
 (a callable is called ``f(obj)``; a ``kafka.serializer.Serializer``-like object ``serialize(topic,
 headers, obj)`` with the record's header list), raises ``TypeError`` when a serializer returns anything
-but bytes or None, raises the errors ``KafkaProducer.send`` raises (``KafkaTimeoutError`` for metadata or
-memory past ``max_block_ms``, ``MessageSizeTooLargeError`` = ``RecordTooLargeError``), and returns a
-kafka-python-style future. The partitioner is sparkafka's built-in one (kafka-python's default hashes
-keys with the same murmur2) unless a custom one is given (``partitioner.py``). Like kafka-python, the
+but bytes or None, raises what ``KafkaProducer.send`` raises and also what it returns in a failed future
+(Java's contract; kafka-python raises ``KafkaTimeoutError`` for metadata or memory past ``max_block_ms``,
+``MessageSizeTooLargeError`` = ``RecordTooLargeError``, ...), and returns a kafka-python-style future.
+The partitioner is sparkafka's built-in one (kafka-python's default hashes keys with the same murmur2)
+unless a custom one is given (``partitioner.py``). Like kafka-python, the
 producer is closed at interpreter exit (``close(timeout=1)``), so records sent just before exit are
 flushed.
 """
@@ -27,6 +28,7 @@ from sparkafka import errors
 from sparkafka.compat.kafka_python.config import KafkaPythonSettings, default_arguments, translate
 from sparkafka.compat.kafka_python.future import FutureRecordMetadata
 from sparkafka.compat.kafka_python.partitioner import adapt_partitioner
+from sparkafka.producer.future import FailedFuture
 from sparkafka.producer.producer import KafkaProducer as _Producer
 
 __all__ = ["KafkaProducer"]
@@ -79,6 +81,8 @@ class KafkaProducer:
             self._check_partition(topic, partition)
         future = self._producer.send(topic, value_bytes, key_bytes, partition, timestamp_ms,
                                      header_list or None)
+        if isinstance(future, FailedFuture):
+            raise future.error.with_traceback(None)  # kafka-python raises what failed in send()
         header_size = -1
         if header_list:
             header_size = sum(len(k.encode("utf-8")) + len(v) for k, v in header_list)
