@@ -20,18 +20,22 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .config import ProducerConfig
     from .producer.arrow.report import ArrowSendResult, DeliveryReport, OffsetRange
-    from .producer.future import FutureRecordMetadata, RecordMetadata
+    from .producer.future import FailedFuture, FutureRecordMetadata, RecordMetadata
+    from .producer.interceptors import ProducerInterceptor, ProducerRecord
     from .producer.partitioner import Partitioner
     from .producer.producer import KafkaProducer
 
 __all__ = [
     "ArrowSendResult",
     "DeliveryReport",
+    "FailedFuture",
     "FutureRecordMetadata",
     "KafkaProducer",
     "OffsetRange",
     "Partitioner",
     "ProducerConfig",
+    "ProducerInterceptor",
+    "ProducerRecord",
     "RecordMetadata",
     "__version__",
     "errors",
@@ -40,11 +44,14 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "ArrowSendResult": "sparkafka.producer.arrow.report",
     "DeliveryReport": "sparkafka.producer.arrow.report",
+    "FailedFuture": "sparkafka.producer.future",
     "FutureRecordMetadata": "sparkafka.producer.future",
     "KafkaProducer": "sparkafka.producer.producer",
     "OffsetRange": "sparkafka.producer.arrow.report",
     "Partitioner": "sparkafka.producer.partitioner",
     "ProducerConfig": "sparkafka.config",
+    "ProducerInterceptor": "sparkafka.producer.interceptors",
+    "ProducerRecord": "sparkafka.producer.interceptors",
     "RecordMetadata": "sparkafka.producer.future",
 }
 

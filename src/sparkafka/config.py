@@ -52,8 +52,8 @@ MAX_IN_FLIGHT_FOR_IDEMPOTENCE: Final = 5
 HIDDEN: Final = "[hidden]"
 
 Kind = Literal[
-    "int", "long", "bool", "str", "enum", "servers", "acks", "serializer", "partitioner", "callable",
-    "ssl_context",
+    "int", "long", "bool", "str", "enum", "servers", "acks", "serializer", "partitioner", "interceptors",
+    "callable", "ssl_context",
 ]
 
 PartitionerSpec = str | Callable[..., Any] | object | None
@@ -153,6 +153,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("partitioner.class", "partitioner", None, "Unset: murmur2 of the key, or the adaptive sticky "
        "partition for keyless records. 'round_robin' (Java's RoundRobinPartitioner), or a Python "
        "callable/class, an object with partition() or 'module:attr'.", nullable=True),
+    _k("interceptor.classes", "interceptors", (), "Interceptors (Java's ProducerInterceptor), in order: "
+       "Python classes (created and configured per producer), objects with on_send(record), functions "
+       "record -> record, or 'module:attr' names (a list or a comma-separated string)."),
     _k("partitioner.ignore.keys", "bool", False, "Use the sticky partition even for keyed records."),
     _k("partitioner.adaptive.partitioning.enable", "bool", True, "Favour partitions on brokers with "
        "shorter queues when choosing the sticky partition."),
@@ -214,7 +217,6 @@ _JAVA_ONLY: dict[str, str] = {
     "sasl.kerberos.service.name": "GSSAPI (Kerberos) is not supported",
     "sasl.login.callback.handler.class": "use sasl.oauthbearer.token.provider",
     "sasl.client.callback.handler.class": "use sasl.oauthbearer.token.provider",
-    "interceptor.classes": "interceptors are not implemented; wrap send() instead",
     "metric.reporters": "client metrics reporters are not implemented",
     "enable.metrics.push": "client metrics push (KIP-714) is not implemented",
 }
@@ -382,6 +384,35 @@ def _to_partitioner(key: ConfigKey, value: Any) -> PartitionerSpec:
     return result
 
 
+def _to_interceptors(key: ConfigKey, value: Any) -> tuple[object, ...]:
+    """``interceptor.classes``: a sequence (or a comma-separated string, or one item) of classes, objects
+    with ``on_send``, functions or ``module:attr`` names, each checked here and created per producer
+    (``producer/interceptors.py``)."""
+    items: list[Any]
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    out: list[object] = []
+    for item in items:
+        if isinstance(item, str):
+            text = item.strip()
+            if text.startswith(("org.apache.", "io.confluent.")):
+                raise ConfigError(f"{key.name!r}: Java class {text!r} is not available; give Python classes, "
+                                  "objects with on_send(record), functions or 'module:attr' names", key.name)
+            item = import_object(text, key.name)
+        target = item if isinstance(item, type) else None
+        if target is not None and not callable(getattr(target, "on_send", None)):
+            raise ConfigError(f"{key.name!r}: class {target.__qualname__} has no on_send(record) method", key.name)
+        if target is None and not callable(getattr(item, "on_send", None)) and not callable(item):
+            raise ConfigError(f"{key.name!r} entries must be classes, objects with on_send(record), functions "
+                              f"or 'module:attr' names, got {_show(item)}", key.name)
+        out.append(item)
+    return tuple(out)
+
+
 def _to_callable(key: ConfigKey, value: Any) -> Callable[..., Any]:
     if isinstance(value, str):
         value = import_object(value, key.name)
@@ -415,6 +446,8 @@ def _coerce(key: ConfigKey, value: Any) -> Any:
         return resolve_serializer(value, "key" if key.name.startswith("key.") else "value")
     if kind == "partitioner":
         return _to_partitioner(key, value)
+    if kind == "interceptors":
+        return _to_interceptors(key, value)
     if kind == "callable":
         return _to_callable(key, value)
     return _to_ssl_context(key, value)
@@ -474,6 +507,7 @@ class ProducerConfig:
     send_buffer_bytes: int
     receive_buffer_bytes: int
     partitioner_class: PartitionerSpec
+    interceptor_classes: tuple[object, ...]
     partitioner_ignore_keys: bool
     partitioner_adaptive_partitioning_enable: bool
     partitioner_availability_timeout_ms: int
@@ -587,6 +621,8 @@ class ProducerConfig:
                 shown = HIDDEN
             elif spec.kind == "servers":
                 shown = ",".join(value)
+            elif spec.kind == "interceptors":
+                shown = ",".join(callable_name(v) for v in value)
             elif callable(value) and not isinstance(value, str):
                 shown = callable_name(value)
             else:

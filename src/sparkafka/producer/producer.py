@@ -33,6 +33,7 @@ from ..record.compression import CompressionType
 from ..serializers import BUILTIN_SERIALIZERS, serialize
 from .accumulator import RecordAccumulator
 from .future import FailedFuture, FutureRecordMetadata, RecordFuture, RecordMetadata
+from .interceptors import ProducerInterceptors, ProducerRecord, resolve_interceptors
 from .metrics import ProducerMetrics
 from .murmur2 import partition_for_key_fast
 from .partitioner import Partitioner, resolve_partitioner
@@ -103,6 +104,8 @@ class KafkaProducer:
         self._key_ser = None if cfg.key_serializer is raw else cfg.key_serializer
         self._value_ser = None if cfg.value_serializer is raw else cfg.value_serializer
         self._partitioner: Partitioner | None = resolve_partitioner(cfg.partitioner_class, _partitioner_configs(cfg))
+        self._interceptors: ProducerInterceptors | None = resolve_interceptors(cfg.interceptor_classes,
+                                                                                _partitioner_configs(cfg))
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
         self._max_block_ms = int(cfg.max_block_ms)
         self._max_request_size = int(cfg.max_request_size)
@@ -182,8 +185,10 @@ class KafkaProducer:
             target=self._sender.run, name=f"kafka-producer-network-thread | {cfg.client_id}", daemon=True)
         self._io_thread.start()
         # producer.send is the C send lane when the accelerator is built (producer/send_lane.py); the lane
-        # stamps records with the system's wall clock itself, so an injected clock keeps the Python path
-        self._send_lane = install_send_lane(self, KafkaProducer.send) if self._clock is SYSTEM_CLOCK else None
+        # stamps records with the system's wall clock itself, so an injected clock keeps the Python path, and
+        # so do interceptors (each record goes through their on_send)
+        self._send_lane = (install_send_lane(self, KafkaProducer.send)
+                           if self._clock is SYSTEM_CLOCK and self._interceptors is None else None)
         _live_producers.add(self)
 
     def _set_closing(self) -> None:
@@ -204,7 +209,13 @@ class KafkaProducer:
         fenced producer) does not raise: the callback gets it at once, in this thread, and the
         returned future holds it (``FailedFuture``). What Java's ``send()`` throws raises: bad
         arguments, a serializer's failure, a closed producer, a send outside a transaction or after
-        the producer's fatal or abortable error. Both count in ``record-error-total``."""
+        the producer's fatal or abortable error. Both count in ``record-error-total``.
+
+        With ``interceptor.classes``, their ``on_send`` may change the record first, and their
+        ``on_acknowledgement`` sees every result (``producer/interceptors.py``)."""
+        if self._interceptors is not None:
+            return self._send_intercepted(self._interceptors, ProducerRecord(topic, value, key, partition,
+                                                                             timestamp, headers), callback)
         try:
             return self._do_send(topic, value, key, partition, timestamp, headers, callback)
         except errors.KafkaError as exc:
@@ -212,6 +223,29 @@ class KafkaProducer:
                 self.metrics_registry.record_send_errors(1)
                 raise
             return self._failed_send(exc, topic, partition, callback)
+
+    def _send_intercepted(self, chain: ProducerInterceptors, record: ProducerRecord, callback: Any) -> RecordFuture:
+        """``send`` with interceptors (Java ``send`` + ``doSend``): ``on_send`` first; every outcome reaches
+        ``on_acknowledgement``, also an error ``send()`` raises (Java's ``onSendError``)."""
+        record = chain.on_send(record)
+        topic, value, key, partition, timestamp, headers = record
+        if callback is not None and not callable(callback):
+            raise errors.InvalidRecordInputError(
+                f"callback must be a callable (metadata, exception) or None, got {type(callback).__name__}")
+        try:
+            return self._do_send(topic, value, key, partition, timestamp, headers,
+                                 chain.acknowledgement_callback(callback, headers))
+        except errors.KafkaError as exc:
+            if not self._returned_by_send(exc, topic):
+                self.metrics_registry.record_send_errors(1)
+                chain.on_send_error(record, partition, exc)
+                raise
+            failed = self._failed_send(exc, topic, partition, callback)
+            chain.on_send_error(record, partition, failed.error)
+            return failed
+        except Exception as exc:
+            chain.on_send_error(record, partition, exc)
+            raise
 
     def _returned_by_send(self, exc: errors.KafkaError, topic: object) -> bool:
         """Whether Java's ``send()`` returns ``exc`` in a failed future (an ``ApiException``) instead of
@@ -348,6 +382,10 @@ class KafkaProducer:
 
         if self._closing:
             raise self._closed_error()
+        if self._interceptors is not None:
+            raise errors.IllegalStateError(
+                "send_arrow() sends whole Arrow batches without a Python record per row, so interceptor.classes "
+                "cannot see them: use send() per record with interceptors, or a producer without them")
         tm = self._tm
         add: Callable[[int], None] | None = None
         if tm is not None and (tm.transactional_id is not None or tm.last_error is not None):
@@ -466,7 +504,9 @@ class KafkaProducer:
         self._closed = True
 
     def _close_partitioner(self) -> None:
-        """Close a user partitioner (Java's ``Utils.closeQuietly(partitioner)``): an error is logged."""
+        """Close the interceptors and a user partitioner (Java's ``Utils.closeQuietly``): an error is logged."""
+        if self._interceptors is not None:
+            self._interceptors.close()
         if self._partitioner is not None:
             try:
                 self._partitioner.close()
