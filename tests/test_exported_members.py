@@ -3,9 +3,9 @@ import sparkafka
 
 def test_public_names() -> None:
     assert set(sparkafka.__all__) == {
-        "ArrowSendResult", "DeliveryReport", "FailedFuture", "FutureRecordMetadata", "KafkaProducer", "OffsetRange",
-        "Partitioner", "ProducerConfig", "ProducerInterceptor", "ProducerRecord", "RecordMetadata", "__version__",
-        "errors"}
+        "ArrowSendResult", "ConsumerGroupMetadata", "DeliveryReport", "FailedFuture", "FutureRecordMetadata",
+        "KafkaProducer", "OffsetRange", "Partitioner", "ProducerConfig", "ProducerInterceptor", "ProducerRecord",
+        "RecordMetadata", "__version__", "errors"}
     for name in sparkafka.__all__:
         assert hasattr(sparkafka, name), name
         assert name in dir(sparkafka), name

@@ -21,12 +21,14 @@ if TYPE_CHECKING:
     from .config import ProducerConfig
     from .producer.arrow.report import ArrowSendResult, DeliveryReport, OffsetRange
     from .producer.future import FailedFuture, FutureRecordMetadata, RecordMetadata
+    from .producer.group_metadata import ConsumerGroupMetadata
     from .producer.interceptors import ProducerInterceptor, ProducerRecord
     from .producer.partitioner import Partitioner
     from .producer.producer import KafkaProducer
 
 __all__ = [
     "ArrowSendResult",
+    "ConsumerGroupMetadata",
     "DeliveryReport",
     "FailedFuture",
     "FutureRecordMetadata",
@@ -43,6 +45,7 @@ __all__ = [
 
 _LAZY: dict[str, str] = {
     "ArrowSendResult": "sparkafka.producer.arrow.report",
+    "ConsumerGroupMetadata": "sparkafka.producer.group_metadata",
     "DeliveryReport": "sparkafka.producer.arrow.report",
     "FailedFuture": "sparkafka.producer.future",
     "FutureRecordMetadata": "sparkafka.producer.future",

@@ -29,6 +29,7 @@ cheap to compare per batch.
     ├── TransactionError                fatal transactional states
     │   ├── ProducerFencedError         (also a BrokerError: PRODUCER_FENCED)
     │   └── TransactionLostError        a prepared transaction the coordinator no longer lets commit
+    ├── CommitFailedError               offsets sent to a transaction refused: the group moved on
     └── BrokerError                     an error code returned by a broker (.code, .name, .retriable)
         ├── UnsupportedVersionError     UNSUPPORTED_VERSION, also raised when the broker shares no
         │                               version of an API we need
@@ -141,6 +142,11 @@ class TransactionLostError(TransactionError):
         super().__init__(message)
         self.transactional_id = transactional_id
         self.code = code
+
+
+class CommitFailedError(KafkaError):
+    """Offsets sent to a transaction were refused because the consumer group moved on (Java's
+    ``CommitFailedException``: UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION); the transaction must be aborted."""
 
 
 class BrokerError(KafkaError):
@@ -343,6 +349,20 @@ class InvalidRequiredAcksError(BrokerError):
 
     code = 21
     name = "INVALID_REQUIRED_ACKS"
+
+
+class IllegalGenerationError(BrokerError):
+    """ILLEGAL_GENERATION (22): the consumer group's generation moved on (TxnOffsetCommit)."""
+
+    code = 22
+    name = "ILLEGAL_GENERATION"
+
+
+class UnknownMemberIdError(BrokerError):
+    """UNKNOWN_MEMBER_ID (25): the consumer is no longer a member of the group (TxnOffsetCommit)."""
+
+    code = 25
+    name = "UNKNOWN_MEMBER_ID"
 
 
 class TopicAuthorizationFailedError(BrokerError):
@@ -623,6 +643,13 @@ class EligibleLeadersNotAvailableError(RetriableBrokerError):
     invalid_metadata = True
 
 
+class FencedInstanceIdError(BrokerError):
+    """FENCED_INSTANCE_ID (82): another consumer with the same group.instance.id joined (TxnOffsetCommit)."""
+
+    code = 82
+    name = "FENCED_INSTANCE_ID"
+
+
 class InvalidRecordError(BrokerError):
     """INVALID_RECORD (87)."""
 
@@ -688,7 +715,8 @@ _BROKER_ERRORS: tuple[type[BrokerError], ...] = (
     BrokerNotAvailableError, ReplicaNotAvailableError, MessageTooLargeError, OffsetMetadataTooLargeError,
     NetworkExceptionError, CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError,
     InvalidTopicError, RecordListTooLargeError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
-    InvalidRequiredAcksError, TopicAuthorizationFailedError, GroupAuthorizationFailedError,
+    InvalidRequiredAcksError, IllegalGenerationError, UnknownMemberIdError, TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
     ClusterAuthorizationFailedError, InvalidTimestampError, UnsupportedSaslMechanismError,
     IllegalSaslStateError, UnsupportedVersionError, TopicAlreadyExistsError, InvalidPartitionsError,
     InvalidReplicationFactorError, InvalidReplicaAssignmentError, InvalidConfigError, NotControllerError,
@@ -699,7 +727,7 @@ _BROKER_ERRORS: tuple[type[BrokerError], ...] = (
     OperationNotAttemptedError, KafkaStorageErrorError, LogDirNotFoundError, SaslAuthenticationFailedError,
     UnknownProducerIdError, ReassignmentInProgressError, InvalidPrincipalTypeError, ListenerNotFoundError,
     FencedLeaderEpochError, UnknownLeaderEpochError, UnsupportedCompressionTypeError, OffsetNotAvailableError,
-    PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError, InvalidRecordError,
+    PreferredLeaderNotAvailableError, EligibleLeadersNotAvailableError, FencedInstanceIdError, InvalidRecordError,
     ThrottlingQuotaExceededError, ProducerFencedError, UnacceptableCredentialError, UnknownTopicIdError,
     InconsistentTopicIdError, TransactionalIdNotFoundError, TransactionAbortableError, RebootstrapRequiredError,
 )
@@ -745,6 +773,11 @@ COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailableError.code
 NOT_COORDINATOR = NotCoordinatorError.code
 INVALID_TOPIC_EXCEPTION = InvalidTopicError.code
 TOPIC_AUTHORIZATION_FAILED = TopicAuthorizationFailedError.code
+GROUP_AUTHORIZATION_FAILED = GroupAuthorizationFailedError.code
+ILLEGAL_GENERATION = IllegalGenerationError.code
+UNKNOWN_MEMBER_ID = UnknownMemberIdError.code
+FENCED_INSTANCE_ID = FencedInstanceIdError.code
+UNSUPPORTED_FOR_MESSAGE_FORMAT = UnsupportedForMessageFormatError.code
 CLUSTER_AUTHORIZATION_FAILED = ClusterAuthorizationFailedError.code
 UNSUPPORTED_SASL_MECHANISM = UnsupportedSaslMechanismError.code
 UNSUPPORTED_VERSION = UnsupportedVersionError.code

@@ -217,8 +217,8 @@ def test_transactions_commit_and_abort(mock_cluster: MockCluster, unique_topic: 
         p.flush(30)
         p.abort_transaction(30)
         with pytest.raises(KafkaException) as info:
-            p.send_offsets_to_transaction([], object())
-        assert info.value.args[0].code() == KafkaError._NOT_IMPLEMENTED
+            p.send_offsets_to_transaction([], object())  # not a consumer_group_metadata()
+        assert info.value.args[0].code() == KafkaError._INVALID_ARG
         with pytest.raises(KafkaException, match="transactional producer"):
             p.purge()
     finally:

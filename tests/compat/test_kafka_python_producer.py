@@ -277,6 +277,7 @@ def test_transactions(mock_cluster: MockCluster, unique_topic: Callable[[str], s
         producer.send(topic, b"aborted", key=b"k")
         producer.flush()
         producer.abort_transaction()
-        with pytest.raises(NotImplementedError, match="KIP-447"):
-            producer.send_offsets_to_transaction({}, "group")
+        with pytest.raises(IllegalStateError, match="no transaction in progress"):  # after the abort
+            producer.send_offsets_to_transaction({kafka.TopicPartition(topic, 0): kafka.OffsetAndMetadata(1, "", -1)},
+                                                 "group")
     assert [r.value for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))] == [b"committed"]

@@ -118,3 +118,37 @@ def test_produce_v3_request_classic_encoding() -> None:
         "00000002"
         "5859"  # 1 partition: index 2, records int32 len 2
     )
+
+
+def test_txn_offset_commit_and_add_offsets_to_txn_match_kafka_pythons_encoder() -> None:
+    """The KIP-447 requests (sendOffsetsToTransaction) encode byte for byte as kafka-python 3.0's
+    independent, JSON-spec-driven encoder writes them, at every version the client may send."""
+    from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
+
+    from sparkafka.protocol.messages import ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT
+
+    topic_cls = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    partition_cls = topic_cls.TxnOffsetCommitRequestPartition
+    for version in range(0, 6):
+        ours = TXN_OFFSET_COMMIT.encode_request(version, {
+            "transactional_id": "orders-tx", "group_id": "orders", "producer_id": 7_000_000_001, "producer_epoch": 3,
+            "generation_id": 12, "member_id": "consumer-1-abc", "group_instance_id": None if version % 2 else "i-1",
+            "topics": [{"name": "in", "partitions": [
+                {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": 5, "committed_metadata": ""},
+                {"partition_index": 2, "committed_offset": 7, "committed_leader_epoch": -1, "committed_metadata": None},
+            ]}]})
+        theirs = TxnOffsetCommitRequest(
+            version=version, transactional_id="orders-tx", group_id="orders", producer_id=7_000_000_001,
+            producer_epoch=3, generation_id=12, member_id="consumer-1-abc",
+            group_instance_id=None if version % 2 else "i-1",
+            topics=[topic_cls(name="in", partitions=[
+                partition_cls(partition_index=0, committed_offset=42, committed_leader_epoch=5, committed_metadata=""),
+                partition_cls(partition_index=2, committed_offset=7, committed_leader_epoch=-1,
+                              committed_metadata=None)])])
+        assert ours == theirs.encode(), version
+    for version in range(0, 5):
+        ours = ADD_OFFSETS_TO_TXN.encode_request(version, {
+            "transactional_id": "orders-tx", "producer_id": 9, "producer_epoch": 0, "group_id": "orders"})
+        theirs = AddOffsetsToTxnRequest(version=version, transactional_id="orders-tx", producer_id=9, producer_epoch=0,
+                                        group_id="orders")
+        assert ours == theirs.encode(), version

@@ -195,7 +195,9 @@ class KafkaCluster:
         self.lib = self.lib or kafka_lib_dir()
         self.directory = Path(tempfile.mkdtemp(prefix=f"sparkafka-{self.name}-"))
         # A KRaft cluster id is 16 random bytes in URL-safe base64 without padding (Kafka's Uuid).
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = "-"
+        while self.cluster_id.startswith("-"):  # as Kafka's Uuid.randomUuid: "-..." reads as an option to the tool
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         listeners = [n for n in LISTENERS if self.tls is not None or n not in _TLS_LISTENERS] + ["CONTROLLER"]
         ports = _free_ports(len(listeners) * self.nodes)
         for index in range(self.nodes):

@@ -35,6 +35,7 @@ from sparkafka.compat.confluent_config import CompatSettings, translate
 from sparkafka.compat.librdkafka_errors import KafkaError, KafkaException, PurgedError, from_exception
 from sparkafka.net.admin import AdminClient
 from sparkafka.producer.future import FailedFuture, RecordMetadata
+from sparkafka.producer.group_metadata import CommittedOffset, group_metadata_of
 from sparkafka.producer.librdkafka_partitioners import LibrdkafkaPartitioner
 from sparkafka.producer.producer import KafkaProducer
 
@@ -465,11 +466,27 @@ class Producer:
         finally:
             self._serve()
 
-    def send_offsets_to_transaction(self, positions: object, group_metadata: object,
+    def send_offsets_to_transaction(self, positions: Sequence[Any], group_metadata: object,
                                     timeout: float | None = None) -> None:
-        raise KafkaException(KafkaError(
-            KafkaError._NOT_IMPLEMENTED, "send_offsets_to_transaction (KIP-447, consume-transform-produce) is not "
-            "implemented by sparkafka yet"))
+        """Commit the consumer's ``positions`` (a list of ``TopicPartition`` with offsets, e.g.
+        ``consumer.position(consumer.assignment())``) with the transaction; ``group_metadata`` is
+        ``consumer.consumer_group_metadata()``. As librdkafka, partitions without a valid offset are
+        skipped, and nothing is sent when none has one."""
+        offsets: dict[tuple[str, int], CommittedOffset] = {}
+        for tp in positions:
+            offset = getattr(tp, "offset", None)
+            if type(offset) is not int:
+                raise TypeError(f"positions must be TopicPartition objects with an offset, got {tp!r}")
+            if offset < 0:
+                continue  # librdkafka: an invalid offset (nothing consumed there) is skipped
+            epoch = getattr(tp, "leader_epoch", None)
+            offsets[(tp.topic, tp.partition)] = CommittedOffset(offset, getattr(tp, "metadata", None) or "",
+                                                                -1 if epoch is None else int(epoch))
+        try:
+            group = group_metadata_of(group_metadata)
+        except errors.InvalidRecordInputError as exc:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, str(exc))) from exc
+        self._txn(lambda t: self._producer.send_offsets_to_transaction(offsets, group, t), timeout)
 
     def _txn(self, call: Callable[[float | None], None], timeout: float | None) -> None:
         if timeout is not None and timeout < 0:

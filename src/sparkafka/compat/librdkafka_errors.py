@@ -321,6 +321,8 @@ def from_exception(exc: BaseException, *, fatal: bool | None = None,
     retriable = isinstance(exc, errors.RetriableError)
     if isinstance(exc, errors.BrokerError):
         return KafkaError(exc.code, text, fatal, retriable, txn_requires_abort)
+    if isinstance(exc, errors.CommitFailedError) and isinstance(exc.__cause__, errors.BrokerError):
+        return KafkaError(exc.__cause__.code, text, fatal, retriable, txn_requires_abort)  # as librdkafka reports it
     for kind, code in _LOCAL_CODES:
         if isinstance(exc, kind):
             return KafkaError(code, text, fatal, retriable, txn_requires_abort)

@@ -33,6 +33,7 @@ from ..record.compression import CompressionType
 from ..serializers import BUILTIN_SERIALIZERS, serialize
 from .accumulator import RecordAccumulator
 from .future import FailedFuture, FutureRecordMetadata, RecordFuture, RecordMetadata
+from .group_metadata import group_metadata_of, offsets_of
 from .interceptors import ProducerInterceptors, ProducerRecord, resolve_interceptors
 from .metrics import ProducerMetrics
 from .murmur2 import partition_for_key_fast
@@ -570,6 +571,26 @@ class KafkaProducer:
     def abort_transaction(self, timeout: float | None = None) -> None:
         tm = self._txn()
         result = tm.begin_abort()
+        self._client.wakeup()
+        result.wait(timeout if timeout is not None else self._max_block_ms / 1000.0)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: object,
+                                    timeout: float | None = None) -> None:
+        """Commit a consumer group's offsets as part of the current transaction (Java
+        ``sendOffsetsToTransaction``, KIP-447): they count only if the transaction commits, so a
+        consume-transform-produce loop reads and writes each record exactly once.
+
+        ``offsets``: ``{(topic, partition): next offset to consume}`` (values may be ``OffsetAndMetadata``-like).
+        ``group_metadata``: the consumer's ``ConsumerGroupMetadata`` (``sparkafka.producer.group_metadata``),
+        confluent-kafka's ``consumer.consumer_group_metadata()``, kafka-python's ``consumer.group_metadata()``
+        or a group id. Waits up to ``timeout`` seconds (default ``max.block.ms``) for the group coordinator;
+        a refusal (the consumer left the group: ``CommitFailedError``) makes the transaction abortable."""
+        group = group_metadata_of(group_metadata)
+        entries = offsets_of(offsets)
+        tm = self._txn()
+        if not entries:
+            return  # as Java: nothing to send
+        result = tm.send_offsets_to_transaction(entries, group)
         self._client.wakeup()
         result.wait(timeout if timeout is not None else self._max_block_ms / 1000.0)
 

@@ -643,10 +643,9 @@ class Sender:
         assert tm is not None
         if not req.needs_coordinator:
             return self.client.least_loaded_node(now)
-        node = tm.coordinator
+        node, address = tm.coordinator_for(req)  # the transaction's, or a consumer group's (TxnOffsetCommit)
         if node is None:
             return None
-        address = tm.coordinator_address
         known = getattr(self.client, "nodes", None)
         if address is not None and callable(known):
             nodes = known()
@@ -666,7 +665,7 @@ class Sender:
         wait = self._txn_node_wait
         if wait is None or wait[0] is not req:
             wait = self._txn_node_wait = (req, now)
-        if req.needs_coordinator and (tm.coordinator is None or now - wait[1] >= self.request_timeout_ms
+        if req.needs_coordinator and (tm.coordinator_for(req)[0] is None or now - wait[1] >= self.request_timeout_ms
                                       or (node is not None and self.client.connection_state(node) is DISCONNECTED)):
             self._txn_node_wait = None
             tm.lookup_coordinator(req)

@@ -44,10 +44,17 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
-from ..protocol.messages import END_TXN_MAX_VERSION_TRANSACTIONS_V1, TRANSACTION_VERSION_FEATURE, ApiKey, api_name
+from ..protocol.messages import (
+    END_TXN_MAX_VERSION_TRANSACTIONS_V1,
+    TRANSACTION_VERSION_FEATURE,
+    TXN_OFFSET_COMMIT_MAX_VERSION_TRANSACTIONS_V1,
+    ApiKey,
+    api_name,
+)
 from .idempotence import NO_EPOCH, NO_PRODUCER_ID, IdempotenceManager
 
 if TYPE_CHECKING:
+    from .group_metadata import CommittedOffset, ConsumerGroupMetadata
     from .producer_batch import ProducerBatch
 
 __all__ = ["TransactionInfo", "TransactionManager", "TransactionalRequestResult", "TxnRequest", "TxnState",
@@ -60,6 +67,8 @@ API_FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
 API_INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 API_ADD_PARTITIONS_TO_TXN = ApiKey.ADD_PARTITIONS_TO_TXN
 API_END_TXN = ApiKey.END_TXN
+API_ADD_OFFSETS_TO_TXN = ApiKey.ADD_OFFSETS_TO_TXN
+API_TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 
 _FIND_AGAIN = frozenset({errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR})
 _BACK_OFF = frozenset({errors.COORDINATOR_LOAD_IN_PROGRESS, errors.CONCURRENT_TRANSACTIONS})
@@ -70,7 +79,7 @@ _FATAL_FOR_BATCHES = frozenset({errors.CLUSTER_AUTHORIZATION_FAILED,
 # Priorities (lower first), as Java's TxnRequestHandler.Priority.
 _PRI_FIND_COORDINATOR = 0
 _PRI_INIT_PRODUCER_ID = 1
-_PRI_ADD_PARTITIONS = 2
+_PRI_ADD_PARTITIONS = 2  # and AddOffsetsToTxn, TxnOffsetCommit (Java's ADD_PARTITIONS_OR_OFFSETS)
 _PRI_END_TXN = 4
 
 
@@ -113,6 +122,12 @@ _FENCED_MESSAGE = ("this producer has been fenced: another producer with the sam
 
 def fenced_error(detail: str = "") -> errors.ProducerFencedError:
     return errors.ProducerFencedError(_FENCED_MESSAGE + (f" ({detail})" if detail else ""))
+
+
+def _group_refusal(code: int, request: str, group_id: str) -> errors.BrokerError:
+    """GROUP_AUTHORIZATION_FAILED for the consumer group whose offsets the transaction commits."""
+    return errors.error_for_code(code, f"{request}: not authorized to commit offsets for consumer group {group_id!r}; "
+                                       "the principal needs READ on that Group")
 
 
 def _refusal(code: int, request: str, transactional_id: str | None) -> errors.BrokerError:
@@ -185,6 +200,9 @@ class TxnRequest:
     attempts: int = 0
     max_version: int | None = None
     """The highest version to send (EndTxn under transactions v1); None: the highest both sides have."""
+    group_id: str | None = None
+    """Sent to this consumer group's coordinator (TxnOffsetCommit), not the transaction coordinator; for
+    a FindCoordinator, the group it looks for (None: the transaction coordinator)."""
 
     @property
     def name(self) -> str:
@@ -211,6 +229,9 @@ class TransactionManager(IdempotenceManager):
         self._pending_partitions: set[TopicPartition] = set()
         self._txn_partitions: set[TopicPartition] = set()
         self._pending_result: TransactionalRequestResult | None = None
+        self._offsets_added = False  # Java's transactionStarted for sendOffsetsToTransaction
+        self.group_coordinators: dict[str, tuple[int, tuple[str, int]]] = {}
+        """Group id -> (node id, address) of its group coordinator (for TxnOffsetCommit)."""
         self._bump_required = False  # transactional: re-initialize after the abort
         self.finalized_features: Callable[[], Mapping[str, int]] = dict
         """The cluster's finalized features (set by the producer to its network client's)."""
@@ -531,12 +552,13 @@ class TransactionManager(IdempotenceManager):
                     f"the transaction was aborted instead of committed ({self.last_error!r})"))
 
     def _transaction_started(self) -> bool:
-        """A partition was added on the coordinator (Java ``transactionStarted``). When EndTxn is next, the
-        new and pending partitions are only those of AddPartitionsToTxn requests dropped after an abortable
-        error (never added): an EndTxn for them would be answered INVALID_TXN_STATE."""
-        return bool(self._txn_partitions)
+        """A partition or a group's offsets were added on the coordinator (Java ``transactionStarted``). When
+        EndTxn is next, the new and pending partitions are only those of AddPartitionsToTxn requests dropped
+        after an abortable error (never added): an EndTxn for them would be answered INVALID_TXN_STATE."""
+        return bool(self._txn_partitions) or self._offsets_added
 
     def _complete_transaction(self, result: TransactionalRequestResult) -> None:
+        self._offsets_added = False
         self._txn_partitions.clear()
         self._pending_partitions.clear()
         self._new_partitions.clear()
@@ -651,8 +673,157 @@ class TransactionManager(IdempotenceManager):
         req = TxnRequest(API_ADD_PARTITIONS_TO_TXN, body, _PRI_ADD_PARTITIONS, True, on_response)
         return req
 
-    def _find_coordinator_request(self) -> TxnRequest:
-        body = {"key": self.transactional_id, "key_type": 1, "coordinator_keys": [self.transactional_id]}
+    # ================================================= offsets (KIP-447)
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, CommittedOffset],
+                                    group: ConsumerGroupMetadata) -> TransactionalRequestResult:
+        """Commit a consumer group's offsets with this transaction (Java ``sendOffsetsToTransaction``).
+        Transactions V1: AddOffsetsToTxn to the transaction coordinator, then TxnOffsetCommit (up to v4) to
+        the group's coordinator. V2 (KIP-890): TxnOffsetCommit v5 alone, which also adds the group to the
+        transaction (Java 4.x skips AddOffsetsToTxn there). The result completes when TxnOffsetCommit did."""
+        op = "send_offsets_to_transaction"
+        with self.lock:
+            self._require_transactional(op)
+            self._raise_if_timed_out_call_pending(op)
+            self._raise_if_fatal()
+            if self.state is TxnState.ABORTABLE_ERROR:
+                raise errors.TransactionError(
+                    f"cannot send offsets: the transaction hit an error and must be aborted ({self.last_error!r})"
+                ) from self.last_error
+            if self.state is not TxnState.IN_TRANSACTION:
+                raise errors.IllegalStateError(
+                    f"send_offsets_to_transaction() called in state {self.state.value}: no transaction in progress "
+                    "(call begin_transaction() first)")
+            result = TransactionalRequestResult(op)
+            if self.transaction_v2:
+                self._offsets_added = True
+                self._enqueue(self._txn_offset_commit_request(offsets, group, result))
+            else:
+                self._enqueue(self._add_offsets_request(offsets, group, result))
+            return result
+
+    def _add_offsets_request(self, offsets: Mapping[TopicPartition, CommittedOffset], group: ConsumerGroupMetadata,
+                             result: TransactionalRequestResult) -> TxnRequest:
+        body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                "producer_epoch": self.epoch, "group_id": group.group_id}
+        req: TxnRequest
+
+        def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
+            # Java's AddOffsetsToTxnHandler
+            if err is not None or resp is None:
+                self._lookup_coordinator_and_retry(req)
+                return
+            code = int(resp.get("error_code", 0))
+            if code == 0:
+                self._offsets_added = True  # the result completes with the TxnOffsetCommit
+                self._enqueue(self._txn_offset_commit_request(offsets, group, result))
+            elif code in _FIND_AGAIN:
+                self._lookup_coordinator_and_retry(req)
+            elif code in _BACK_OFF or errors.error_class_for_code(code).retriable:
+                self._retry(req)
+            elif code in (errors.UNKNOWN_PRODUCER_ID, errors.INVALID_PRODUCER_ID_MAPPING):
+                self._bump_required = True
+                self._abortable(result, errors.error_for_code(code, "AddOffsetsToTxn"))
+            elif code in _FENCED:
+                self._fatal(result, fenced_error("AddOffsetsToTxn"))
+            elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.INVALID_TXN_STATE):
+                self._fatal(result, _refusal(code, "AddOffsetsToTxn", self.transactional_id))
+            elif code == errors.GROUP_AUTHORIZATION_FAILED:
+                self._abortable(result, _group_refusal(code, "AddOffsetsToTxn", group.group_id))
+            elif code == errors.TRANSACTION_ABORTABLE:
+                self._abortable(result, errors.error_for_code(code, "AddOffsetsToTxn"))
+            else:
+                self._fatal(result, errors.error_for_code(code, "unexpected error in AddOffsetsToTxn"))
+
+        req = TxnRequest(API_ADD_OFFSETS_TO_TXN, body, _PRI_ADD_PARTITIONS, True, on_response, result)
+        return req
+
+    def _txn_offset_commit_request(self, offsets: Mapping[TopicPartition, CommittedOffset],
+                                   group: ConsumerGroupMetadata, result: TransactionalRequestResult) -> TxnRequest:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), entry in sorted(offsets.items()):
+            topics.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": entry.offset,
+                "committed_leader_epoch": entry.leader_epoch, "committed_metadata": entry.metadata})
+        body = {"transactional_id": self.transactional_id, "group_id": group.group_id,
+                "producer_id": self.producer_id, "producer_epoch": self.epoch,
+                "generation_id": group.generation_id, "member_id": group.member_id,
+                "group_instance_id": group.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        req: TxnRequest
+
+        def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
+            # Java's TxnOffsetCommitHandler: per-partition errors; a retriable one resends the request
+            if err is not None or resp is None:
+                self._lookup_coordinator_and_retry(req)
+                return
+            find_again = retry = False
+            for t in resp.get("topics") or ():
+                for p in t.get("partitions") or ():
+                    code = int(p.get("error_code", 0))
+                    where = f"TxnOffsetCommit for {t.get('name')}-{p.get('partition_index')}"
+                    if code == 0:
+                        continue
+                    if code in _FIND_AGAIN or code == errors.REQUEST_TIMED_OUT:
+                        find_again = True
+                    elif errors.error_class_for_code(code).retriable:
+                        retry = True
+                    elif code == errors.GROUP_AUTHORIZATION_FAILED:
+                        self._abortable(result, _group_refusal(code, where, group.group_id))
+                        return
+                    elif code in (errors.FENCED_INSTANCE_ID, errors.TRANSACTION_ABORTABLE):
+                        self._abortable(result, errors.error_for_code(code, where))
+                        return
+                    elif code in (errors.UNKNOWN_MEMBER_ID, errors.ILLEGAL_GENERATION):
+                        failure = errors.CommitFailedError(
+                            f"{where} failed because the consumer group metadata does not match the group "
+                            f"({errors.error_name(code)}): the consumer is no longer the member {group.member_id!r} "
+                            f"of generation {group.generation_id} of group {group.group_id!r}; abort the transaction")
+                        failure.__cause__ = errors.error_for_code(code, where)  # the broker's code, for callers
+                        self._abortable(result, failure)
+                        return
+                    elif code in _FENCED:
+                        self._fatal(result, fenced_error("TxnOffsetCommit"))
+                        return
+                    elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.UNSUPPORTED_FOR_MESSAGE_FORMAT):
+                        self._fatal(result, _refusal(code, where, self.transactional_id))
+                        return
+                    else:
+                        self._fatal(result, errors.error_for_code(code, f"unexpected error in {where}"))
+                        return
+            if find_again:
+                self._lookup_coordinator_and_retry(req)
+            elif retry:
+                self._retry(req)
+            else:
+                result.done()
+
+        req = TxnRequest(API_TXN_OFFSET_COMMIT, body, _PRI_ADD_PARTITIONS, True, on_response, result,
+                         max_version=None if self.transaction_v2 else TXN_OFFSET_COMMIT_MAX_VERSION_TRANSACTIONS_V1,
+                         group_id=group.group_id)
+        return req
+
+    def _fatal(self, result: TransactionalRequestResult, error: BaseException) -> None:
+        """Java's ``TxnRequestHandler.fatalError``: the producer is done for, and so is the call."""
+        self.transition_to_fatal(error)
+        result.done(self.fatal_error())
+
+    def _abortable(self, result: TransactionalRequestResult, error: BaseException) -> None:
+        """Java's ``TxnRequestHandler.abortableError``: the call fails and the transaction must be aborted."""
+        self.transition_to_abortable(error)
+        result.done(error)
+
+    # ======================================================== coordinators
+    def coordinator_for(self, req: TxnRequest) -> tuple[int | None, tuple[str, int] | None]:
+        """The node (and its address) ``req`` goes to: its group's coordinator, else the transaction's."""
+        if req.group_id is None:
+            return self.coordinator, self.coordinator_address
+        found = self.group_coordinators.get(req.group_id)
+        return (None, None) if found is None else found
+
+    def _find_coordinator_request(self, group_id: str | None = None) -> TxnRequest:
+        """FindCoordinator for the transaction (key type 1) or for a consumer group (key type 0)."""
+        key = self.transactional_id if group_id is None else group_id
+        body = {"key": key, "key_type": 1 if group_id is None else 0, "coordinator_keys": [key]}
         req: TxnRequest
 
         def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
@@ -667,16 +838,22 @@ class TransactionManager(IdempotenceManager):
                 code, node, host, port = (int(resp.get("error_code", 0)), resp.get("node_id"),
                                           resp.get("host"), resp.get("port"))
             if code == 0 and node is not None and int(node) >= 0:
-                self.coordinator = int(node)
-                self.coordinator_address = (str(host), int(port or 0))
-                log.debug("transaction coordinator: node %s at %s:%s", node, host, port)
+                if group_id is None:
+                    self.coordinator = int(node)
+                    self.coordinator_address = (str(host), int(port or 0))
+                else:
+                    self.group_coordinators[group_id] = (int(node), (str(host), int(port or 0)))
+                log.debug("%s coordinator: node %s at %s:%s", "transaction" if group_id is None else
+                          f"group {group_id!r}", node, host, port)
             elif code == 0 or errors.error_class_for_code(code).retriable:
                 self._retry(req)
+            elif group_id is not None and code == errors.GROUP_AUTHORIZATION_FAILED:
+                self.transition_to_abortable(_group_refusal(code, "FindCoordinator", group_id))
             else:
                 self.transition_to_fatal(_refusal(code, "FindCoordinator", self.transactional_id))
 
         req = TxnRequest(API_FIND_COORDINATOR, body, _PRI_FIND_COORDINATOR, False, on_response,
-                         is_find_coordinator=True)
+                         is_find_coordinator=True, group_id=group_id)
         return req
 
     def _enqueue(self, req: TxnRequest) -> None:
@@ -690,7 +867,10 @@ class TransactionManager(IdempotenceManager):
 
     def _lookup_coordinator_and_retry(self, req: TxnRequest) -> None:
         if req.needs_coordinator:
-            self.coordinator = None
+            if req.group_id is None:
+                self.coordinator = None
+            else:
+                self.group_coordinators.pop(req.group_id, None)
         self._retry(req)
 
     def lookup_coordinator(self, req: TxnRequest) -> None:
@@ -724,9 +904,9 @@ class TransactionManager(IdempotenceManager):
                     assert req.result is not None
                     self._complete_transaction(req.result)
                     continue
-                if req.needs_coordinator and self.coordinator is None:
-                    if not any(r.is_find_coordinator for r in self._pending):
-                        self._enqueue(self._find_coordinator_request())
+                if req.needs_coordinator and self.coordinator_for(req)[0] is None:
+                    if not any(r.is_find_coordinator and r.group_id == req.group_id for r in self._pending):
+                        self._enqueue(self._find_coordinator_request(req.group_id))
                     req = self._pending[0]
                 self._pending.remove(req)
                 if req.api_key == API_END_TXN or req.api_key == API_INIT_PRODUCER_ID:

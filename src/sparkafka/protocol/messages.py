@@ -38,7 +38,9 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     INIT_PRODUCER_ID = 22
     ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     SASL_AUTHENTICATE = 36
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -475,6 +477,24 @@ ADD_PARTITIONS_TO_TXN = _api(
     ],
 )
 
+# ---- AddOffsetsToTxn (25) ----------------------------------------
+# Kafka's AddOffsetsToTxnRequest.json: v1 = v0, v2 adds PRODUCER_FENCED, v3 is flexible, v4 adds
+# TRANSACTION_ABORTABLE (KIP-890). Sent to the transaction coordinator under transactions v1 only.
+
+ADD_OFFSETS_TO_TXN = _api(
+    ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", (0, 4), 3,
+    [
+        Field("transactional_id", "string"),
+        Field("producer_id", "int64"),
+        Field("producer_epoch", "int16"),
+        Field("group_id", "string"),
+    ],
+    [
+        Field("throttle_time_ms", "int32"),
+        Field("error_code", "int16"),
+    ],
+)
+
 # ---- EndTxn (26) -------------------------------------------------
 
 END_TXN = _api(
@@ -490,6 +510,45 @@ END_TXN = _api(
         Field("error_code", "int16"),
         Field("producer_id", "int64", "5+", default=-1),
         Field("producer_epoch", "int16", "5+", default=-1),
+    ],
+)
+
+# ---- TxnOffsetCommit (28) ----------------------------------------
+# Kafka's TxnOffsetCommitRequest.json: v2 adds the leader epoch, v3 the group metadata (member id, group
+# instance id, generation) and flexible versions, v4 TRANSACTION_ABORTABLE, v5 = v4 for transactions v2
+# (KIP-890: the request also adds the group to the transaction, so no AddOffsetsToTxn; a client under
+# transactions v1 must not send more than v4). Sent to the group coordinator. (Kafka 4.4's v6 names topics
+# by id; the client sends names, so 5 is its highest.)
+
+TXN_OFFSET_COMMIT = _api(
+    ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", (0, 5), 3,
+    [
+        Field("transactional_id", "string"),
+        Field("group_id", "string"),
+        Field("producer_id", "int64"),
+        Field("producer_epoch", "int16"),
+        Field("generation_id", "int32", "3+", default=-1),
+        Field("member_id", "string", "3+", default=""),
+        Field("group_instance_id", "string", "3+", nullable_versions="3+", default=None),
+        Field("topics", ArrayOf(Schema("TxnOffsetCommitRequestTopic", [
+            Field("name", "string"),
+            Field("partitions", ArrayOf(Schema("TxnOffsetCommitRequestPartition", [
+                Field("partition_index", "int32"),
+                Field("committed_offset", "int64"),
+                Field("committed_leader_epoch", "int32", "2+", default=-1),
+                Field("committed_metadata", "string", nullable_versions="0+"),
+            ]))),
+        ]))),
+    ],
+    [
+        Field("throttle_time_ms", "int32"),
+        Field("topics", ArrayOf(Schema("TxnOffsetCommitResponseTopic", [
+            Field("name", "string"),
+            Field("partitions", ArrayOf(Schema("TxnOffsetCommitResponsePartition", [
+                Field("partition_index", "int32"),
+                Field("error_code", "int16"),
+            ]))),
+        ]))),
     ],
 )
 
@@ -552,8 +611,8 @@ LIST_TRANSACTIONS = _api(
 
 ALL_APIS: tuple[ApiSpec, ...] = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, FIND_COORDINATOR, SASL_HANDSHAKE, API_VERSIONS,
-    CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
-    DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
+    CREATE_TOPICS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT,
+    SASL_AUTHENTICATE, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
 )
 # fmt: on
 API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
@@ -569,7 +628,9 @@ API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
 #   transaction at its first Produce and bumps the epoch at every EndTxn, whose v5 answer carries the new
 #   producer id and epoch). As Java, a transactional producer uses them only while the cluster's finalized
 #   feature transaction.version is 2 or more; otherwise (LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2) it caps
-#   Produce at PRODUCE_MAX_VERSION_TRANSACTIONS_V1 and EndTxn at END_TXN_MAX_VERSION_TRANSACTIONS_V1.
+#   Produce at PRODUCE_MAX_VERSION_TRANSACTIONS_V1, EndTxn at END_TXN_MAX_VERSION_TRANSACTIONS_V1 and
+#   TxnOffsetCommit at TXN_OFFSET_COMMIT_MAX_VERSION_TRANSACTIONS_V1 (Java's TxnOffsetCommitRequest.Builder
+#   .forTopicNames: 5 under v2, 4 otherwise).
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 13),
     ApiKey.FETCH: (4, 12),
@@ -581,7 +642,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
@@ -589,6 +652,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 PRODUCE_MAX_VERSION_WITH_NAMES = 12
 PRODUCE_MAX_VERSION_TRANSACTIONS_V1 = 11
 END_TXN_MAX_VERSION_TRANSACTIONS_V1 = 4
+TXN_OFFSET_COMMIT_MAX_VERSION_TRANSACTIONS_V1 = 4
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 
 

@@ -21,7 +21,7 @@ import atexit
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, SupportsIndex
 
 from sparkafka import errors
@@ -163,9 +163,10 @@ class KafkaProducer:
     def abort_transaction(self) -> None:
         self._producer.abort_transaction()
 
-    def send_offsets_to_transaction(self, offsets: object, group_metadata: object) -> None:
-        raise NotImplementedError("send_offsets_to_transaction (KIP-447, consume-transform-produce) is not "
-                                  "implemented by sparkafka yet")
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, Any], group_metadata: object) -> None:
+        """kafka-python's: ``offsets`` ``{TopicPartition: OffsetAndMetadata}``, ``group_metadata`` the
+        consumer's ``group_metadata()`` (``ConsumerGroupMetadata``) or a group id; KIP-447."""
+        self._producer.send_offsets_to_transaction(offsets, group_metadata)
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
         raise TypeError("cannot pickle a KafkaProducer: it owns an I/O thread, sockets and buffered records; "
