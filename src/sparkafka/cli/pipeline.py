@@ -171,6 +171,9 @@ class ProgressPrinter:
         started = last_t = time.monotonic()
         last = 0
         tty = self._out.isatty()
+        first = "  waiting for the first records (Spark is planning and starting)"
+        print(("\r" + first) if tty else first, end="" if tty else "\n", file=self._out, flush=True)
+        self._printed = True
         with AdminClient(self._bootstrap, security=self._security or None) as admin:
             while not self._stop.wait(self._interval):
                 try:
@@ -211,6 +214,17 @@ def _spark_session(master: str, quiet_console: bool) -> Iterator[Any]:
         yield spark
     finally:
         spark.stop()
+
+
+def _make_active(spark: Any) -> None:
+    """Make ``spark`` the JVM's active session on this thread: Spark looks a Python data source up in the
+    active session, which is per JVM thread and can be unset on a thread that did not create the session
+    (seen after other threads came and went in the same process: the write then failed with
+    DATA_SOURCE_NOT_FOUND although the source was registered)."""
+    jvm = getattr(spark, "_jvm", None)
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jvm is not None and jsession is not None:  # classic Spark (a Connect session has neither)
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
 
 
 def run_pipeline(
@@ -254,6 +268,7 @@ def run_pipeline(
         raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
     if input_partitions is not None and input_partitions < 1:
         raise ConfigError(f"--input-partitions must be >= 1, got {input_partitions}", "input-partitions")
+    _make_active(spark)
     register(spark)
     if input_path:
         df = read_input(spark, input_path, input_format)
