@@ -17,17 +17,8 @@ writes inside a Kafka transaction that the driver commits once Spark decided the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary, read_summaries
 from sparkafka.spark.datasource import SparkafkaDataSource
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from sparkafka.spark.registration import register
 
 __all__ = ["SparkafkaCommitMessage", "SparkafkaDataSource", "WriteSummary", "read_summaries", "register"]
-
-
-def register(spark: SparkSession) -> None:
-    """Register the ``sparkafka`` format with a Spark session."""
-    spark.dataSource.register(SparkafkaDataSource)

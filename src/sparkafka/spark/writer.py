@@ -228,9 +228,9 @@ def _abort(options: SinkOptions, messages: list[WriterCommitMessage | None], bat
         return
     summary = WriteSummary.from_messages(messages, "aborted", batch_id)
     log.warning(
-        "sparkafka write aborted%s: %d of %d tasks failed; the %d tasks that completed left %d records "
-        "in Kafka (%s). Kafka writes cannot be undone: re-running the write duplicates them "
-        "(at-least-once).",
+        "sparkafka write aborted%s: %d of %d tasks failed or were cancelled (a stopped query cancels its "
+        "running micro-batch); the %d tasks that completed left %d records in Kafka (%s). Kafka writes "
+        "cannot be undone: re-running the write duplicates them (at-least-once).",
         f" (micro-batch {batch_id})" if batch_id is not None else "", summary.failed_tasks, summary.tasks,
         summary.tasks - summary.failed_tasks, summary.acknowledged,
         ", ".join(f"{tp}=[{r[0]}..{r[1]}]" for tp, r in summary.partitions.items()) or "no offsets")
