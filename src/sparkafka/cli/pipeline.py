@@ -13,7 +13,10 @@ acknowledged, bytes, throughput, per-partition counts and the end offsets before
 ``--exactly-once`` writes with ``sparkafka.guarantee=exactly_once`` (``--sink-id`` names the write; a
 random one by default): the summary says the guarantee and how many transactions the driver committed.
 It needs Apache Kafka (``--bootstrap-servers``): the embedded Tansu broker has no ListTransactions and its
-read_committed shows aborted records. ``run_pipeline`` is the same job for programs (the benchmark uses it).
+read_committed shows aborted records. The job's own Spark session gets ``--master`` and every ``--conf
+KEY=VALUE`` (as spark-submit); only with a local master are the Python workers pointed at this
+interpreter (``spark.pyspark.python``). ``run_pipeline`` is the same job for programs (the benchmark
+uses it).
 """
 
 from __future__ import annotations
@@ -83,6 +86,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     run_group = parser.add_argument_group("run")
     run_group.add_argument("--master", default=DEFAULT_MASTER,
                            help=f"Spark master (default {DEFAULT_MASTER})")
+    run_group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                           help="a Spark configuration property, as spark-submit's --conf (repeatable)")
     run_group.add_argument("--no-progress", action="store_true", help="do not print progress while running")
     run_group.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON to PATH")
 
@@ -193,22 +198,64 @@ class ProgressPrinter:
                 self.last_count, last, last_t = count, count, now
 
 
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[...]`` and ``local-cluster[...]`` run every executor on this machine."""
+    m = master.strip()
+    return m == "local" or m.startswith(("local[", "local-cluster["))
+
+
+def parse_spark_conf(pairs: Sequence[str], err: TextIO | None = None) -> dict[str, str]:
+    """``--conf KEY=VALUE`` pairs as spark-submit reads them (``SparkSubmitArguments``): a pair without
+    ``=`` is an error, a key not starting with ``spark.`` is ignored with a warning, the last one wins."""
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--conf expects KEY=VALUE, got {pair!r}", "conf")
+        if not key.startswith("spark."):
+            print(f"sparkafka pipeline: ignoring non-Spark config property: {key}", file=err or sys.stderr)
+            continue
+        conf[key] = value
+    return conf
+
+
+def session_conf(master: str, conf: Mapping[str, str] | None = None, *,
+                 quiet_console: bool = False) -> dict[str, str]:
+    """The configuration of the job's own session: the pipeline's defaults, then ``conf`` on top.
+
+    Only with a local master do the Python workers run this interpreter (``spark.pyspark.python`` =
+    ``sys.executable``, so they see the same sparkafka and pyarrow); on a cluster that path means nothing
+    to the other hosts, so it is left to the cluster's settings (or ``--conf spark.pyspark.python=...``)."""
+    settings = {
+        "spark.app.name": "sparkafka-pipeline",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false" if quiet_console else "true",
+    }
+    if is_local_master(master):
+        settings["spark.pyspark.python"] = sys.executable
+    settings.update(conf or {})
+    return settings
+
+
 @contextlib.contextmanager
-def _spark_session(master: str, quiet_console: bool) -> Iterator[Any]:
-    """The active Spark session, or a new one (stopped at the end) configured for this job."""
+def _spark_session(master: str, quiet_console: bool, conf: Mapping[str, str] | None = None) -> Iterator[Any]:
+    """The active Spark session, or a new one (stopped at the end) configured for this job.
+
+    An active session is used as it is (``conf`` cannot change a running SparkContext)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         yield active
         return
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder: Any = SparkSession.builder
-    spark = (builder.master(master).appName("sparkafka-pipeline")
-             .config("spark.pyspark.python", sys.executable)
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.ui.showConsoleProgress", "false" if quiet_console else "true")
-             .getOrCreate())
+    settings = session_conf(master, conf, quiet_console=quiet_console)
+    if "spark.pyspark.python" in settings and is_local_master(master):
+        os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
+    builder: Any = SparkSession.builder.master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         yield spark
@@ -370,6 +417,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         producer_config = _parse_producer_config(args.producer_config)
+        spark_conf = parse_spark_conf(args.conf)
         if args.rows < 0:
             raise ConfigError(f"--rows must be >= 0, got {args.rows}", "rows")
         if args.exactly_once and not args.bootstrap_servers:
@@ -383,7 +431,8 @@ def run(args: argparse.Namespace) -> int:
                 bootstrap = broker.bootstrap_servers
                 print(f"started the embedded Tansu broker at {bootstrap}", file=sys.stderr, flush=True)
             progress = None if args.no_progress else sys.stderr
-            spark = stack.enter_context(_spark_session(args.master, quiet_console=progress is not None))
+            spark = stack.enter_context(_spark_session(args.master, quiet_console=progress is not None,
+                                                       conf=spark_conf))
             result = run_pipeline(
                 spark, bootstrap, input_path=args.input, input_format=args.format, rows=args.rows,
                 input_partitions=args.input_partitions, key_column=args.key_column,

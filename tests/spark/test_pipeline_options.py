@@ -1,0 +1,42 @@
+"""``sparkafka pipeline``'s Spark options: ``--conf`` as spark-submit reads it, and ``spark.pyspark.python``
+pinned to this interpreter only for local masters (on a cluster that path means nothing to other hosts)."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from sparkafka.cli.pipeline import is_local_master, parse_spark_conf, session_conf
+from sparkafka.errors import ConfigError
+
+
+def test_conf_pairs_as_spark_submit() -> None:
+    err = io.StringIO()
+    conf = parse_spark_conf(["spark.executor.memory=2g", "spark.a=x=y", "spark.executor.memory=4g",
+                             "hadoop.tmp=/x", " spark.b = 1"], err)
+    assert conf == {"spark.executor.memory": "4g", "spark.a": "x=y", "spark.b": " 1"}
+    assert err.getvalue() == "sparkafka pipeline: ignoring non-Spark config property: hadoop.tmp\n"
+    for bad in ("spark.x", "=1", ""):
+        with pytest.raises(ConfigError, match="--conf expects KEY=VALUE") as info:
+            parse_spark_conf([bad])
+        assert info.value.key == "conf"
+
+
+@pytest.mark.parametrize(("master", "local"), [
+    ("local", True), ("local[2]", True), ("local[2,4]", True), ("local[*]", True), ("local-cluster[2,1,1024]", True),
+    ("spark://127.0.0.1:7077", False), ("yarn", False), ("k8s://https://h:443", False), ("localhost", False),
+])
+def test_python_is_pinned_only_for_local_masters(master: str, local: bool) -> None:
+    assert is_local_master(master) is local
+    conf = session_conf(master, {"spark.executor.cores": "1"})
+    assert conf.get("spark.pyspark.python") == (sys.executable if local else None)
+    assert conf["spark.executor.cores"] == "1" and conf["spark.app.name"] == "sparkafka-pipeline"
+
+
+def test_conf_overrides_the_defaults() -> None:
+    conf = session_conf("local[2]", {"spark.pyspark.python": "/opt/py/bin/python", "spark.app.name": "mine"},
+                        quiet_console=True)
+    assert conf["spark.pyspark.python"] == "/opt/py/bin/python" and conf["spark.app.name"] == "mine"
+    assert conf["spark.ui.showConsoleProgress"] == "false"
