@@ -16,7 +16,9 @@ from sparkafka.net.admin import AdminClient
 from sparkafka.net.client import ClientResponse, NetworkClient
 from sparkafka.net.metadata import Metadata, MetadataUpdater
 from sparkafka.protocol.messages import PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
+from support.consume import consume_all
 from support.golden import ONE_RECORD_BATCH
+from support.wire import record_batch
 
 pytestmark = pytest.mark.broker
 
@@ -26,14 +28,15 @@ def _topic() -> str:
     return f"net-{uuid.uuid4().hex[:10]}"
 
 
-def _produce(client: NetworkClient, node: int, topic: str, partition: int) -> dict[str, Any]:
+def _produce(client: NetworkClient, node: int, topic: str, partition: int,
+             records: bytes = ONE_RECORD_BATCH) -> dict[str, Any]:
     version = min(client.api_version(node, ApiKey.PRODUCE), PRODUCE_MAX_VERSION_WITH_NAMES)
     body = {
         "transactional_id": None,
         "acks": -1,
         "timeout_ms": 10_000,
         "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": ONE_RECORD_BATCH}]}
+            {"name": topic, "partition_data": [{"index": partition, "records": records}]}
         ],
     }
     box: list[ClientResponse] = []
@@ -75,6 +78,35 @@ def test_admin_roundtrip(broker: Any) -> None:
             admin.create_topics([(topic, 3, 1)], timeout_ms=10_000)
         assert info.value.code == 36  # TOPIC_ALREADY_EXISTS
         admin.create_topics([(topic, 3, 1)], timeout_ms=10_000, exist_ok=True)
+
+
+def test_end_offsets_are_exact_where_list_offsets_lags(broker: Any) -> None:
+    """Tansu's ListOffsets answers the base offset of a partition's last batch plus one; ``end_offsets``
+    corrects it with a Fetch (high watermark and the last batch's header), and matches Apache Kafka's."""
+    topic = _topic()
+    with AdminClient(broker.bootstrap_servers) as admin:
+        admin.create_topics([(topic, 3, 1)], timeout_ms=15_000)
+        assert admin.end_offsets(topic) == {0: 0, 1: 0, 2: 0}
+        cluster = admin.describe_cluster()
+        # partition 0: one batch of 200 records of 1,000 bytes (larger than the Fetch's 64 KiB per partition)
+        # partition 1: batches of 3 and 2 records; partition 2: empty
+        sent = {0: [record_batch([bytes([65 + n % 26]) * 1000 for n in range(200)])],
+                1: [record_batch([b"a", b"b", b"c"]), record_batch([b"d", b"e"])]}
+        for partition, batches in sent.items():
+            leader = cluster.leader_for((topic, partition))
+            assert leader is not None
+            for batch in batches:
+                answer = _produce(admin.client, leader, topic, partition, batch)
+                assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+        listed = admin.list_offsets(topic)
+        if broker.name == "tansu":
+            assert listed == {0: 1, 1: 4, 2: 0}  # base offset of the last batch + 1
+        else:
+            assert listed == {0: 200, 1: 5, 2: 0}
+        assert admin.end_offsets(topic) == {0: 200, 1: 5, 2: 0}
+    records = consume_all(broker.bootstrap_servers, topic, 205)
+    assert sorted((r.partition, r.offset) for r in records) == (
+        [(0, n) for n in range(200)] + [(1, n) for n in range(5)])
 
 
 def test_metadata_updater_feeds_waiting_thread(broker: Any) -> None:

@@ -8,7 +8,7 @@ kafka-python 3.0's independent encoder; the Produce batch is the one-record batc
 from __future__ import annotations
 
 from sparkafka.protocol.framing import KafkaProtocol, decode_request_header, encode_request_frame
-from sparkafka.protocol.messages import API_VERSIONS, METADATA, PRODUCE, ApiKey
+from sparkafka.protocol.messages import API_VERSIONS, FETCH, METADATA, PRODUCE, ApiKey
 from sparkafka.protocol.produce import encode_produce_request
 from support.golden import ONE_RECORD_BATCH
 
@@ -152,3 +152,46 @@ def test_txn_offset_commit_and_add_offsets_to_txn_match_kafka_pythons_encoder() 
         theirs = AddOffsetsToTxnRequest(version=version, transactional_id="orders-tx", producer_id=9, producer_epoch=0,
                                         group_id="orders")
         assert ours == theirs.encode(), version
+
+
+def test_fetch_requests_v4_and_v12() -> None:
+    body = {"max_wait_ms": 1, "min_bytes": 0, "max_bytes": 65536,
+            "topics": [{"topic": "t",
+                        "partitions": [{"partition": 2, "fetch_offset": 7, "partition_max_bytes": 4096}]}]}
+    assert FETCH.encode_request(4, body) == bytes.fromhex(
+        "ffffffff"  # replica_id -1
+        "00000001"
+        "00000000"
+        "00010000"  # max_wait_ms 1, min_bytes 0, max_bytes 65536
+        "00"  # isolation_level read_uncommitted
+        "00000001"
+        "0001"
+        "74"  # 1 topic "t"
+        "00000001"
+        "00000002"
+        "0000000000000007"
+        "00001000"  # 1 partition: 2, fetch_offset 7, partition_max_bytes 4096
+    )
+    assert FETCH.encode_request(12, body) == bytes.fromhex(
+        "ffffffff"
+        "00000001"
+        "00000000"
+        "00010000"
+        "00"
+        "00000000"
+        "ffffffff"  # session_id 0, session_epoch -1 (v7+)
+        "02"
+        "0274"  # compact array of 1 topic, compact string "t"
+        "02"
+        "00000002"
+        "ffffffff"  # current_leader_epoch -1 (v9+)
+        "0000000000000007"
+        "ffffffff"  # last_fetched_epoch -1 (v12+)
+        "ffffffffffffffff"  # log_start_offset -1 (v5+)
+        "00001000"
+        "00"  # partition tagged fields
+        "00"  # topic tagged fields
+        "01"  # forgotten_topics_data: empty compact array (v7+)
+        "01"  # rack_id "" (v11+, compact string)
+        "00"  # tagged fields: cluster_id (tag 0) null is not written
+    )

@@ -144,3 +144,20 @@ def test_varint_too_long_or_cut() -> None:
     assert read_varint(b"\xff\xff\xff\xff\xff\x01", 0, 10)[1] == 6
     with pytest.raises(CorruptRecordBatchError):
         read_varint(b"\x80\x80", 0)
+
+
+def test_next_offset_after_reads_only_batch_headers() -> None:
+    from sparkafka.record.reader import next_offset_after
+
+    first = encode_batch([(TS, None, b"a", None)] * 3, base_offset=40)
+    second = encode_batch([(TS, None, b"b" * 100, None)] * 7, base_offset=43)
+    assert next_offset_after(b"") is None
+    assert next_offset_after(first) == 43
+    assert next_offset_after(first + second) == 50
+    for cut in range(27, len(second)):  # a last batch cut short by the fetch size still counts from 27 bytes
+        assert next_offset_after(first + second[:cut]) == 50
+    assert next_offset_after(first + second[:26]) == 43
+    bad = bytearray(first)
+    bad[16] = 1
+    with pytest.raises(CorruptRecordBatchError, match="magic 1"):
+        next_offset_after(bytes(bad))

@@ -40,3 +40,20 @@ def test_conf_overrides_the_defaults() -> None:
                         quiet_console=True)
     assert conf["spark.pyspark.python"] == "/opt/py/bin/python" and conf["spark.app.name"] == "mine"
     assert conf["spark.ui.showConsoleProgress"] == "false"
+
+
+def test_summary_notes_only_a_real_discrepancy() -> None:
+    from sparkafka.cli.pipeline import PipelineResult, format_summary
+
+    def result(after: dict[int, int]) -> PipelineResult:
+        return PipelineResult(topic="t", bootstrap_servers="h:1", embedded_broker=False, rows=30, acknowledged=30,
+                              bytes=300, seconds=1.0, value_format="json", partition_counts={0: 10, 1: 20},
+                              acked_offsets={0: [5, 14], 1: [0, 19]}, offsets_before={0: 5, 1: 0},
+                              offsets_after=after)
+
+    exact = format_summary(result({0: 15, 1: 20}))
+    assert "end offsets grew by 30 in total" in exact and "note:" not in exact
+    assert "          0         10                  5..14                             5 -> 15" in exact
+    other_writers = format_summary(result({0: 15, 1: 27}))
+    assert "end offsets grew by 37 in total" in other_writers
+    assert "note: that is not the 30 records acknowledged: other writers" in other_writers

@@ -4,8 +4,9 @@ How it works: the rows come from ``--input`` (Parquet, CSV or JSON) or, without 
 built-in order-event generator (``--rows``, generated inside Spark). ``shape_records`` makes each
 row a record: key = ``--key-column`` (default ``order_id``, else the first column), value = JSON of
 the row (or ``--value-format raw|avro``), headers = source, schema and content type. The topic is
-created if missing (``--partitions``) with ``sparkafka.net.admin``; its end offsets are read
-(ListOffsets) before and after; these admin calls use the security settings of the producer
+created if missing (``--partitions``) with ``sparkafka.net.admin``; its end offsets are read before
+and after (``AdminClient.end_offsets``: ListOffsets, made exact with a Fetch where a broker's answer
+lags, as Tansu's does); these admin calls use the security settings of the producer
 configuration (``-X security.protocol=...``). Without ``--bootstrap-servers`` an embedded Tansu broker is
 started for the run and stopped at the end. While the write runs, a thread polls the broker's end
 offsets each second and prints records/s; at the end a summary gives rows read, records
@@ -182,7 +183,7 @@ class ProgressPrinter:
         with AdminClient(self._bootstrap, security=self._security or None) as admin:
             while not self._stop.wait(self._interval):
                 try:
-                    offsets = admin.list_offsets(self._topic, timeout_ms=max(500.0, self._interval * 1000))
+                    offsets = admin.end_offsets(self._topic, timeout_ms=max(500.0, self._interval * 1000))
                 except (KafkaError, OSError):
                     continue
                 now = time.monotonic()
@@ -332,7 +333,7 @@ def run_pipeline(
     security = dict(producer_config or {}) or None  # the admin calls authenticate like the producer
     with AdminClient(bootstrap, security=security) as admin:
         admin.create_topics([(topic, partitions, 1)], exist_ok=True)
-        before = admin.list_offsets(topic)
+        before = admin.end_offsets(topic)
 
     with tempfile.TemporaryDirectory(prefix="sparkafka-pipeline-") as tmp:
         summary_path = os.path.join(tmp, "summary.jsonl")
@@ -354,7 +355,7 @@ def run_pipeline(
         raise KafkaError("the write finished without a commit summary from the sink")
     summary = summaries[-1]
     with AdminClient(bootstrap, security=security) as admin:
-        after = admin.list_offsets(topic)
+        after = admin.end_offsets(topic)
     counts = {int(tp.rpartition(":")[2]): r[2] for tp, r in summary.partitions.items()}
     acked = {int(tp.rpartition(":")[2]): [r[0], r[1]] for tp, r in summary.partitions.items()}
     return PipelineResult(
@@ -396,7 +397,7 @@ def format_summary(result: PipelineResult) -> str:
         lines.append(f"  retried tasks         {result.retried_tasks:>14,}  " + (
             "(exactly-once: the failed attempts' transactions were aborted)" if exactly_once
             else "(at-least-once: retries may duplicate records)"))
-    lines.append("  partition    records   acknowledged offsets   end offset (ListOffsets) before -> after")
+    lines.append("  partition    records   acknowledged offsets" + " " * 13 + "end offset before -> after")
     for p in sorted(set(result.offsets_after) | set(result.partition_counts)):
         first, last = result.acked_offsets.get(p, [-1, -1])
         span = f"{first:,}..{last:,}" if first >= 0 else "-"
@@ -406,8 +407,8 @@ def format_summary(result: PipelineResult) -> str:
     lines.append(f"  end offsets grew by {added:,} in total")
     if added != result.acknowledged:
         why = ("transaction markers (one per partition and transaction) and aborted attempts take offsets too"
-               if exactly_once else "other writers, or a broker whose ListOffsets lags (Tansu reports the base "
-               "offset of a partition's last batch)")
+               if exactly_once else "other writers wrote to the topic meanwhile, or failed task attempts left "
+               "records that their retries sent again")
         lines.append(f"  note: that is not the {result.acknowledged:,} records acknowledged: {why}")
     return "\n".join(lines)
 

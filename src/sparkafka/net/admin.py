@@ -1,14 +1,17 @@
 """``AdminClient``: a small synchronous helper for tools, the CLI and tests.
 
-How it works: it owns a ``NetworkClient`` and drives its poll loop in the calling thread. Every call has a
-deadline: ``_ready_node`` connects (to a given node, or the least-loaded one) while polling, and raises
+How it works: it owns a ``NetworkClient`` and drives its poll loop in the calling thread. Every call has
+a deadline: ``_ready_node`` connects (to a given node, or the least-loaded one) while polling, and raises
 ``KafkaConnectionError`` with the last connection error if nothing became ready in time; ``_call`` sends
 one request with the remaining time as its request timeout and polls until its callback fires, so a call
 always ends with a body or a typed error. Broker error codes in the answers become ``BrokerError``
-subclasses naming the topic. ``security`` takes the producer's settings (a ProducerConfig, a mapping of
-Java keys such as ``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", ...}``, or
-``SecuritySettings``); a node that rejects them raises its ``AuthenticationError`` at once instead of
-waiting for the deadline. Not thread-safe; not for the producer's hot path.
+subclasses naming the topic. ``end_offsets`` is ``list_offsets`` made exact on brokers whose ListOffsets
+answer lags (Tansu answers with the base offset of a partition's last batch, plus one): a Fetch at each
+answer returns the partition's high watermark and the header of the batch holding that offset, and the
+largest of the three is the end offset. ``security`` takes the producer's settings (a ProducerConfig, a
+mapping of Java keys such as ``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+...}``, or ``SecuritySettings``); a node that rejects them raises its ``AuthenticationError`` at once
+instead of waiting for the deadline. Not thread-safe; not for the producer's hot path.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock
 from ..protocol.messages import ApiKey
+from ..record.reader import next_offset_after
 from .client import ClientResponse, NetworkClient
 from .cluster import Cluster
 
@@ -27,6 +31,8 @@ LATEST_TIMESTAMP = -1
 _WAITABLE_CODES = frozenset({  # creation settling
     errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE, errors.NOT_LEADER_OR_FOLLOWER})
 _POLL_SLICE_MS = 100.0
+_FETCH_PARTITION_MAX_BYTES = 64 * 1024
+"""Enough for the header of the batch at the fetch offset; the broker may cut the batch short."""
 
 
 class AdminClient:
@@ -322,6 +328,76 @@ class AdminClient:
         missing = [p for p in range(count) if p not in result]
         if missing:
             raise errors.ProtocolError(f"ListOffsets answer for {topic!r} lacks partitions {missing}")
+        return result
+
+    def end_offsets(self, topic: str, *, timeout_ms: float | None = None) -> dict[int, int]:
+        """``{partition: end offset}`` (the next offset to be written), exact even where ListOffsets lags.
+
+        ``list_offsets``, then one Fetch (read_uncommitted, min_bytes 0) per leader at the offsets it
+        answered: a partition's end offset is the largest of the ListOffsets answer, the Fetch's high
+        watermark and the offset after the last batch the Fetch returned. On Apache Kafka the Fetch at the
+        end offset returns no records and the same high watermark. A partition the Fetch answer leaves out
+        keeps its ListOffsets answer (Tansu leaves out partitions that hold no records, where that answer
+        is right). Retriable errors are retried as ``list_offsets`` does."""
+        deadline = self._deadline(timeout_ms)
+        while True:
+            try:
+                listed = self.list_offsets(topic, timeout_ms=max(deadline - self._clock.monotonic_ms(), 1.0))
+                return self._fetch_end_offsets(topic, listed, deadline)
+            except errors.KafkaError as exc:
+                if not exc.retriable or self._clock.monotonic_ms() + _RETRY_BACKOFF_MS >= deadline:
+                    raise
+            self.client.poll(_RETRY_BACKOFF_MS, self._clock.monotonic_ms())
+
+    def _fetch_end_offsets(self, topic: str, listed: Mapping[int, int], deadline: float) -> dict[int, int]:
+        cluster = self._cluster
+        assert cluster is not None  # list_offsets refreshed it
+        by_leader: dict[int, list[int]] = {}
+        for p in listed:
+            leader = cluster.leader_for((topic, p))
+            if leader is None:
+                raise errors.error_for_code(5, f"partition {topic}-{p} has no leader")
+            by_leader.setdefault(leader, []).append(p)
+        result = dict(listed)
+        for leader, partitions in sorted(by_leader.items()):
+            body = {
+                "replica_id": -1,
+                "max_wait_ms": 1,  # Tansu answers max_wait_ms 0 with no partitions at all
+                "min_bytes": 0,
+                "max_bytes": _FETCH_PARTITION_MAX_BYTES * len(partitions),
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "partitions": [
+                            {
+                                "partition": p,
+                                "fetch_offset": listed[p],
+                                "partition_max_bytes": _FETCH_PARTITION_MAX_BYTES,
+                            }
+                            for p in partitions
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            }
+            remaining = max(deadline - self._clock.monotonic_ms(), 1.0)
+            _, answer = self._call(ApiKey.FETCH, body, node_id=leader, timeout_ms=remaining)
+            code = int(answer.get("error_code", 0) or 0)
+            if code:
+                raise errors.error_for_code(code, f"Fetch for {topic!r}")
+            for t in answer.get("responses") or ():
+                for part in t.get("partitions") or ():
+                    index = int(part["partition_index"])
+                    err = int(part.get("error_code", 0))
+                    if err:
+                        raise errors.error_for_code(err, f"Fetch for {topic}-{index}")
+                    records = part.get("records")
+                    after = next_offset_after(records) if records else None
+                    result[index] = max(result.get(index, 0), int(part.get("high_watermark", -1)),
+                                        after if after is not None else -1)
         return result
 
     def close(self) -> None:

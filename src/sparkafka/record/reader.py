@@ -4,11 +4,13 @@
 How it works: ``decode_batches`` walks concatenated batches; for each it checks the length,
 the magic and the CRC-32C over bytes [21, end), decompresses the records and decodes them one by
 one, checking each record's declared length and that no bytes are left over. Every problem
-raises ``CorruptRecordBatchError``.
+raises ``CorruptRecordBatchError``. ``next_offset_after`` reads only the batch headers of a Fetch's
+record set (whose last batch the broker may cut short) and returns the offset after its last record.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -27,6 +29,32 @@ from sparkafka.record.layout import (
     TIMESTAMP_TYPE_FLAG,
     TRANSACTIONAL_FLAG,
 )
+
+_BASE_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_OFFSET = 23
+_HEADER_PREFIX = _LAST_OFFSET_DELTA_OFFSET + 4
+
+
+def next_offset_after(data: bytes | bytearray | memoryview) -> int | None:
+    """The offset after the last record of the last batch whose header starts in ``data``: baseOffset +
+    lastOffsetDelta + 1 (Java ``DefaultRecordBatch.nextOffset``); None when no batch header is there.
+
+    Only the first 27 bytes of each batch are read, so a last batch cut short by the broker's fetch size
+    limit still counts; neither the CRC nor the records are checked."""
+    view = memoryview(data)
+    total = len(view)
+    pos = 0
+    result: int | None = None
+    while total - pos >= _HEADER_PREFIX:
+        base_offset, length = _BASE_LENGTH.unpack_from(view, pos)
+        if view[pos + 16] != MAGIC or length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            raise CorruptRecordBatchError(
+                f"batch at byte {pos} has magic {view[pos + 16]} and batchLength {length}: not a v2 batch")
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(view, pos + _LAST_OFFSET_DELTA_OFFSET)
+        result = base_offset + delta + 1
+        pos += LOG_OVERHEAD + length
+    return result
 
 
 class Record(NamedTuple):
