@@ -35,11 +35,24 @@ def test_c_binding_in_use() -> None:
 
 def test_implementations_agree_on_random_data() -> None:
     rng = random.Random(1234)
-    for size in (1, 3, 15, 64, 255, 1000, 4099):
+    for size in (*range(0, 20), 64, 255, 1000, 4099, 65_537):
         data = rng.randbytes(size)
         seed = rng.getrandbits(32)
         assert crc32c(data) == crc32c_python(data)
         assert crc32c(data, seed) == crc32c_python(data, seed)
+        # unaligned views, other buffer types, and a checksum continued at every split point of a short one
+        assert crc32c_python(memoryview(b"x" + data)[1:]) == crc32c(data)
+        assert crc32c_python(bytearray(data)) == crc32c(data)
+    data = rng.randbytes(23)
+    for cut in range(len(data) + 1):
+        assert crc32c_python(data[cut:], crc32c_python(data[:cut])) == crc32c(data)
+
+
+def test_bytewise_path_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big-endian machines take the byte-at-a-time loop for the whole buffer."""
+    monkeypatch.setattr(crc_module, "_WORDS_OK", False)
+    data = random.Random(5).randbytes(1001)
+    assert crc32c_python(data) == crc32c(data) and crc32c_python(b"123456789") == CHECK
 
 
 def test_fallback_used_when_crc32c_missing(monkeypatch: pytest.MonkeyPatch) -> None:

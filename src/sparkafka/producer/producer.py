@@ -29,7 +29,7 @@ from ..net.addresses import canonical_bootstrap_servers
 from ..net.client import NetworkClient
 from ..net.metadata import Metadata, MetadataUpdater
 from ..record.builder import estimate_batch_size_upper_bound
-from ..record.compression import CompressionType
+from ..record.compression import CompressionType, require_codec
 from ..serializers import BUILTIN_SERIALIZERS, serialize
 from .accumulator import RecordAccumulator
 from .future import FailedFuture, FutureRecordMetadata, RecordFuture, RecordMetadata
@@ -101,6 +101,8 @@ class KafkaProducer:
         self._closed = False
         self._close_lock = threading.Lock()
 
+        compression = CompressionType.from_name(cfg.compression_type)
+        require_codec(compression)  # a missing codec library fails here, naming the package
         raw = BUILTIN_SERIALIZERS["bytes"]
         self._key_ser = None if cfg.key_serializer is raw else cfg.key_serializer
         self._value_ser = None if cfg.value_serializer is raw else cfg.value_serializer
@@ -151,7 +153,7 @@ class KafkaProducer:
         self._accumulator = RecordAccumulator(
             batch_size=max(1, int(cfg.batch_size)),
             buffer_memory=self._buffer_memory,
-            compression=CompressionType.from_name(cfg.compression_type),
+            compression=compression,
             compression_level=cfg.compression_level(),
             linger_ms=cfg.linger_ms,
             retry_backoff_ms=cfg.retry_backoff_ms,

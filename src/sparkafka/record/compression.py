@@ -18,17 +18,22 @@ on bad input.
   several frames back to back.
 
 Levels are checked by ``validate_level``, which names the ``compression.<codec>.level`` key.
+
+The libraries (cramjam, lz4, zstandard; gzip is zlib from the standard library) are imported on first
+use of their codec, so a Python without them (a Spark executor running a shipped sparkafka) works for
+uncompressed and gzip batches. ``require_codec`` imports a codec's library or raises ``ConfigError``
+(key ``compression.type``) naming the missing package; the producer calls it when it is built.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
+import sys
 import zlib
 from enum import IntEnum
-
-import cramjam
-import lz4.frame
-import zstandard
+from types import ModuleType
+from typing import Any
 
 from sparkafka.errors import ConfigError, CorruptRecordBatchError
 
@@ -64,6 +69,37 @@ class CompressionType(IntEnum):
 
 NO_COMPRESSION = CompressionType.NONE
 """``CompressionType.NONE`` for the per-batch checks (docs/DESIGN.md, Performance notes)."""
+
+# codec -> (module to import, package to install)
+_LIBRARIES: dict[CompressionType, tuple[str, str]] = {
+    CompressionType.SNAPPY: ("cramjam", "cramjam"),
+    CompressionType.LZ4: ("lz4.frame", "lz4"),
+    CompressionType.ZSTD: ("zstandard", "zstandard"),
+}
+_loaded: dict[CompressionType, ModuleType] = {}
+
+
+def require_codec(codec: CompressionType) -> None:
+    """Import the library ``codec`` needs (none for none and gzip), or raise ``ConfigError`` naming the
+    package to install."""
+    if codec in _LIBRARIES and codec not in _loaded:
+        _library(codec)
+
+
+def _library(codec: CompressionType) -> Any:
+    module = _loaded.get(codec)
+    if module is not None:
+        return module
+    name, package = _LIBRARIES[codec]
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise ConfigError(
+            f"compression.type {codec.config_name!r} needs the Python package {package!r}, which this "
+            f"Python ({sys.executable}) cannot import ({exc}); install it (pip install {package}) or choose "
+            "another compression.type (none and gzip need no package)", key="compression.type") from exc
+    _loaded[codec] = module
+    return module
 
 
 # codec -> (min, max, default, extra allowed value or None)
@@ -132,16 +168,15 @@ SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 SNAPPY_HEADER = SNAPPY_MAGIC + struct.pack(">ii", 1, 1)
 SNAPPY_BLOCK_SIZE = 32 * 1024
 _INT32_BE = struct.Struct(">i")
-_snappy_compress_raw = cramjam.snappy.compress_raw
-_snappy_decompress_raw = cramjam.snappy.decompress_raw
 
 
 def _snappy_compress(data: Buffer) -> bytes:
     view = memoryview(data)
     parts: list[bytes] = [SNAPPY_HEADER]
     pack = _INT32_BE.pack
+    compress_raw = _library(CompressionType.SNAPPY).snappy.compress_raw
     for start in range(0, len(view), SNAPPY_BLOCK_SIZE):
-        block = bytes(_snappy_compress_raw(view[start:start + SNAPPY_BLOCK_SIZE]))
+        block = bytes(compress_raw(view[start:start + SNAPPY_BLOCK_SIZE]))
         parts.append(pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -149,6 +184,7 @@ def _snappy_compress(data: Buffer) -> bytes:
 
 def _snappy_decompress(data: Buffer) -> bytes:
     view = memoryview(data)
+    _snappy_decompress_raw = _library(CompressionType.SNAPPY).snappy.decompress_raw
     if bytes(view[:8]) != SNAPPY_MAGIC or len(view) < 16:
         return bytes(_snappy_decompress_raw(view))  # SnappyInputStream: no header => one raw block
     out = []
@@ -179,10 +215,11 @@ LZ4_KAFKA_HEADER = bytes.fromhex("04224d18604082")
 def _lz4_compress(data: Buffer, level: int) -> bytes:
     # level 9 (Kafka's default) -> lz4-java fastCompressor; lz4.frame levels < 3 use the fast compressor
     frame_level = 0 if level == LZ4_DEFAULT_LEVEL else level
-    result: bytes = lz4.frame.compress(
+    lz4_frame = _library(CompressionType.LZ4)
+    result: bytes = lz4_frame.compress(
         data,
         compression_level=frame_level,
-        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        block_size=lz4_frame.BLOCKSIZE_MAX64KB,
         content_checksum=False,
         block_checksum=False,
         block_linked=False,
@@ -193,19 +230,19 @@ def _lz4_compress(data: Buffer, level: int) -> bytes:
 
 
 def _lz4_decompress(data: Buffer) -> bytes:
-    result: bytes = lz4.frame.decompress(data)
+    result: bytes = _library(CompressionType.LZ4).decompress(data)
     return result
 
 
 # ---------------------------------------------------------------------------------------------- zstd
 
 def _zstd_compress(data: Buffer, level: int) -> bytes:
-    result: bytes = zstandard.ZstdCompressor(level=level).compress(data)
+    result: bytes = _library(CompressionType.ZSTD).ZstdCompressor(level=level).compress(data)
     return result
 
 
 def _zstd_decompress(data: Buffer) -> bytes:
-    dctx = zstandard.ZstdDecompressor()
+    dctx = _library(CompressionType.ZSTD).ZstdDecompressor()
     out: list[bytes] = []
     rest: Buffer = data
     while True:
@@ -250,7 +287,7 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
             return _lz4_decompress(data)
         if codec == CompressionType.ZSTD:
             return _zstd_decompress(data)
-    except CorruptRecordBatchError:
+    except (CorruptRecordBatchError, ConfigError):
         raise
     except Exception as exc:  # zlib.error, RuntimeError (lz4), ZstdError, cramjam errors
         name = CompressionType(codec).config_name
