@@ -16,8 +16,9 @@ random one by default): the summary says the guarantee and how many transactions
 It needs Apache Kafka (``--bootstrap-servers``): the embedded Tansu broker has no ListTransactions and its
 read_committed shows aborted records. The job's own Spark session gets ``--master`` and every ``--conf
 KEY=VALUE`` (as spark-submit); only with a local master are the Python workers pointed at this
-interpreter (``spark.pyspark.python``). ``run_pipeline`` is the same job for programs (the benchmark
-uses it).
+interpreter (``spark.pyspark.python``). ``--ship`` is ``register``'s ``ship``: executors that cannot
+import this sparkafka get a pure-Python copy. ``run_pipeline`` is the same job for programs (the
+benchmark uses it).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ DEFAULT_TOPIC = "orders"
 DEFAULT_PARTITIONS = 6
 _EMBEDDED_EXACTLY_ONCE = ("--exactly-once needs Apache Kafka (--bootstrap-servers): the embedded Tansu broker has no "
                           "ListTransactions and its read_committed shows aborted records")
+SHIP_CHOICES: dict[str, bool | None] = {"auto": None, "always": True, "never": False}
+"""``--ship`` -> ``register(spark, ship=...)``."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -89,6 +92,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                            help=f"Spark master (default {DEFAULT_MASTER})")
     run_group.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                            help="a Spark configuration property, as spark-submit's --conf (repeatable)")
+    run_group.add_argument("--ship", choices=tuple(SHIP_CHOICES), default="auto",
+                           help="send the executors a pure-Python copy of sparkafka: auto (when they cannot import "
+                                "this version; the default), always, never")
     run_group.add_argument("--no-progress", action="store_true", help="do not print progress while running")
     run_group.add_argument("--summary-json", metavar="PATH", help="also write the summary as JSON to PATH")
 
@@ -294,6 +300,7 @@ def run_pipeline(
     extra_options: Mapping[str, str] | None = None,
     exactly_once: bool = False,
     sink_id: str | None = None,
+    ship: bool | None = None,
 ) -> PipelineResult:
     """Create the topic if needed, write the shaped rows through the sink, and report."""
     from sparkafka.cli.orders import generate_orders, read_input, shape_records
@@ -317,7 +324,7 @@ def run_pipeline(
     if input_partitions is not None and input_partitions < 1:
         raise ConfigError(f"--input-partitions must be >= 1, got {input_partitions}", "input-partitions")
     _make_active(spark)
-    register(spark)
+    register(spark, ship=ship)
     if input_path:
         df = read_input(spark, input_path, input_format)
         if input_partitions:
@@ -439,7 +446,8 @@ def run(args: argparse.Namespace) -> int:
                 input_partitions=args.input_partitions, key_column=args.key_column,
                 value_format=args.value_format, value_column=args.value_column, topic=args.topic,
                 partitions=args.partitions, producer_config=producer_config, progress=progress,
-                embedded_broker=not args.bootstrap_servers, exactly_once=args.exactly_once, sink_id=args.sink_id)
+                embedded_broker=not args.bootstrap_servers, exactly_once=args.exactly_once, sink_id=args.sink_id,
+                ship=SHIP_CHOICES[args.ship])
     except (ConfigError, InvalidRecordInputError) as exc:
         print(f"sparkafka pipeline: {exc}", file=sys.stderr)
         return 2

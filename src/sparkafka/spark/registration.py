@@ -1,6 +1,9 @@
 """``register(spark)``: make the ``sparkafka`` format known to a Spark session, on the driver.
 
-How it works: ``register`` calls ``spark.dataSource.register(SparkafkaDataSource)``. On a classic
+How it works: ``register`` first makes sure the executors can import this sparkafka
+(``shipping.ensure_executors_can_import``: ask them once, ship a pure-Python zip if they cannot; Spark
+captures the session's Python includes when a data source is registered, so this comes first), then
+calls ``spark.dataSource.register(SparkafkaDataSource)``. On a classic
 session it also quiets one of PySpark's own messages: stopping a streaming query interrupts the
 query thread, and if that thread was passing a task's accumulator updates to the driver's Python
 accumulator server (``pyspark.accumulators.AccumulatorTCPServer``, a ``socketserver``), the JVM's
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sparkafka.spark.datasource import SparkafkaDataSource
+from sparkafka.spark.shipping import ensure_executors_can_import
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,8 +35,14 @@ log = logging.getLogger("sparkafka.spark")
 _QUIET_MARK = "_sparkafka_quiet_hangups"
 
 
-def register(spark: SparkSession) -> None:
-    """Register the ``sparkafka`` format with a Spark session."""
+def register(spark: SparkSession, ship: bool | None = None) -> None:
+    """Register the ``sparkafka`` format with a Spark session (classic or Spark Connect).
+
+    ``ship=None`` (default): if the executors cannot import this sparkafka (asked once per SparkContext or
+    Connect session), ship them a pure-Python copy of it, with a warning; executors that have it keep
+    theirs. ``ship=True``: always ship; ``ship=False``: never. Raises ``ExecutorEnvironmentError`` when
+    the executors lack pyarrow."""
+    ensure_executors_can_import(spark, ship)
     spark.dataSource.register(SparkafkaDataSource)
     server = _accumulator_server(spark)
     if server is not None:
