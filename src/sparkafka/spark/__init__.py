@@ -1,7 +1,8 @@
 """The PySpark sink: write DataFrames to Kafka through the sparkafka producer.
 
 How it works: ``register(spark)`` registers ``SparkafkaDataSource`` under the format name
-``sparkafka``; after that ``df.write.format("sparkafka")...save()`` and
+``sparkafka`` (after shipping the executors a pure-Python copy of sparkafka if they cannot import it:
+``shipping``); after that ``df.write.format("sparkafka")...save()`` and
 ``df.writeStream.format("sparkafka")...start()`` send each row as one Kafka record, with the same
 DataFrame contract and ``kafka.*`` options as Spark's own Kafka sink. Rows reach the executors'
 Python workers as Arrow record batches and are sent by ``sparkafka.producer.arrow``; each worker process
@@ -20,5 +21,7 @@ from __future__ import annotations
 from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary, read_summaries
 from sparkafka.spark.datasource import SparkafkaDataSource
 from sparkafka.spark.registration import register
+from sparkafka.spark.shipping import ExecutorEnvironmentError
 
-__all__ = ["SparkafkaCommitMessage", "SparkafkaDataSource", "WriteSummary", "read_summaries", "register"]
+__all__ = ["ExecutorEnvironmentError", "SparkafkaCommitMessage", "SparkafkaDataSource", "WriteSummary",
+           "read_summaries", "register"]
