@@ -29,15 +29,16 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from sparkafka.net.admin import AdminClient
-from support.spark_standalone import JobResult, StandaloneCluster, executor_python, python_workers_of
+from support.spark_standalone import JobResult, StandaloneCluster, clean_env, executor_python, python_workers_of
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # a job, or the cluster's start, takes minutes when busy
 
 JOB = Path(__file__).resolve().parent / "cluster_job.py"
 BATCH_ROWS = 1_000_000
 STREAM_FILES, STREAM_ROWS_PER_FILE = 3, 20_000
-RETRY_ROWS = 300_000
-CONNECT_ROWS = 200_000
+RETRY_ROWS = 200_000
+CONNECT_ROWS = 100_000
+PIPELINE_ROWS = 50_000
 TOPIC_PARTITIONS = 4
 
 
@@ -157,6 +158,28 @@ def test_streaming_query_on_the_cluster(shipped_write: tuple[dict[str, Any], str
         ("committed", b, STREAM_ROWS_PER_FILE) for b in range(STREAM_FILES)]
     seen = read_keys(kafka.bootstrap, stream_topic, STREAM_FILES * STREAM_ROWS_PER_FILE)
     assert set(seen) == {f"s{f}-{r:06d}".encode() for f in range(STREAM_FILES) for r in range(STREAM_ROWS_PER_FILE)}
+
+
+def test_pipeline_command_on_the_cluster(cluster: StandaloneCluster, executor_py: Path, kafka: Any,
+                                         tmp_path: Path) -> None:
+    """``sparkafka pipeline --master spark://... --conf spark.pyspark.python=...``: its own session, the executors'
+    Python from the --conf (not this interpreter), the package shipped, the summary exact."""
+    topic = f"cluster-pipeline-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "summary.json"
+    conf = [arg for key, value in cluster.spark_conf(executor_py).items() if key != "spark.pyspark.driver.python"
+            for arg in ("--conf", f"{key}={value}")]
+    done = subprocess.run(
+        [sys.executable, "-m", "sparkafka", "pipeline", "--master", cluster.master_url, *conf,
+         "--bootstrap-servers", kafka.bootstrap, "--topic", topic, "--partitions", str(TOPIC_PARTITIONS),
+         "--rows", str(PIPELINE_ROWS), "--no-progress", "--summary-json", str(out)],
+        capture_output=True, text=True, env=clean_env(), cwd=tmp_path, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-6000:]
+    assert "shipped a pure-Python copy" in done.stderr and "SparkContext.addPyFile" in done.stderr
+    result = json.loads(out.read_text())
+    assert result["acknowledged"] == PIPELINE_ROWS and result["offsets_after"] == result["partition_counts"]
+    assert "note:" not in done.stdout
+    seen = read_keys(kafka.bootstrap, topic, PIPELINE_ROWS)
+    assert set(seen) == {f"ord-{n:010d}".encode() for n in range(PIPELINE_ROWS)}
 
 
 def test_killed_python_worker_is_retried_without_loss(cluster: StandaloneCluster, executor_py: Path, kafka: Any,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sparkafka.cli.pipeline import is_local_master, parse_spark_conf, session_conf
+from sparkafka.cli.pipeline import is_local_master, parse_spark_conf, session_conf, set_worker_python
 from sparkafka.errors import ConfigError
 
 
@@ -57,3 +57,15 @@ def test_summary_notes_only_a_real_discrepancy() -> None:
     other_writers = format_summary(result({0: 15, 1: 27}))
     assert "end offsets grew by 37 in total" in other_writers
     assert "note: that is not the 30 records acknowledged: other writers" in other_writers
+
+
+def test_worker_python_reaches_the_variable_pyspark_reads() -> None:
+    """A SparkContext started from Python reads PYSPARK_PYTHON only; --conf spark.pyspark.python wins over it."""
+    env: dict[str, str] = {"PYSPARK_PYTHON": "/usr/bin/python3"}
+    assert set_worker_python("spark://h:7077", {"spark.pyspark.python": "/opt/py/bin/python"}, env) == \
+        "/opt/py/bin/python"
+    env = {}
+    assert set_worker_python("spark://h:7077", {}, env) is None and env == {}  # the cluster's default
+    assert set_worker_python("local[2]", {}, env) == sys.executable
+    env = {"PYSPARK_PYTHON": "/usr/bin/python3"}
+    assert set_worker_python("local[2]", None, env) == "/usr/bin/python3"  # a variable the user set stays

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["JobResult", "StandaloneCluster", "executor_python", "free_port", "python_workers_of"]
+__all__ = ["JobResult", "StandaloneCluster", "clean_env", "executor_python", "free_port", "python_workers_of"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PR_SET_PDEATHSIG = 1
@@ -83,7 +83,7 @@ def executor_python(cache: Path | None = None) -> Path:
     return python
 
 
-def _clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without anything that would show the executors this repository."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV", "SPARK_HOME")}
@@ -131,7 +131,7 @@ class StandaloneCluster:
                cwd: Path | None = None) -> subprocess.Popen[bytes]:
         log = (self.directory / f"{name}.log").open("wb")
         try:
-            process = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, env=_clean_env(env),
+            process = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, env=clean_env(env),
                                        cwd=cwd or self.directory, start_new_session=True,
                                        preexec_fn=_die_with_parent)
         finally:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
@@ -245,6 +245,24 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None, *,
     return settings
 
 
+def set_worker_python(master: str, conf: Mapping[str, str] | None = None,
+                      environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Point the Python workers of a session created in this process at the right interpreter.
+
+    A SparkContext started from Python takes its workers' interpreter from the PYSPARK_PYTHON environment
+    variable only (``pyspark.core.context``); ``spark.pyspark.python`` works through spark-submit, whose
+    launcher turns it into that variable and lets it win over one already set. So a ``--conf
+    spark.pyspark.python`` is put there (it wins), and a local master without one gets this interpreter
+    unless the variable is set. Returns the variable's value."""
+    env = os.environ if environ is None else environ
+    explicit = (conf or {}).get("spark.pyspark.python")
+    if explicit:
+        env["PYSPARK_PYTHON"] = explicit
+    elif is_local_master(master):
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env.get("PYSPARK_PYTHON")
+
+
 @contextlib.contextmanager
 def _spark_session(master: str, quiet_console: bool, conf: Mapping[str, str] | None = None) -> Iterator[Any]:
     """The active Spark session, or a new one (stopped at the end) configured for this job.
@@ -257,8 +275,7 @@ def _spark_session(master: str, quiet_console: bool, conf: Mapping[str, str] | N
         yield active
         return
     settings = session_conf(master, conf, quiet_console=quiet_console)
-    if "spark.pyspark.python" in settings and is_local_master(master):
-        os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
+    set_worker_python(master, conf)
     builder: Any = SparkSession.builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
