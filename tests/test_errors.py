@@ -28,6 +28,7 @@ _DOCUMENTED: tuple[type[errors.KafkaError], ...] = (
     errors.CommitFailedError,
     errors.ConfigError,
     errors.DeliveryTimeoutError,
+    errors.ExecutorEnvironmentError,
     errors.IllegalStateError,
     errors.InvalidRecordInputError,
     errors.InvalidTopicNameError,

@@ -26,6 +26,7 @@ cheap to compare per batch.
     │   └── CorrelationIdMismatchError
     ├── KafkaConnectionError            could not connect / connection lost (retriable)
     ├── AuthenticationError             SASL or TLS handshake rejected
+    ├── ExecutorEnvironmentError        Spark executors' Python lacks what the sink needs (pyarrow)
     ├── TransactionError                fatal transactional states
     │   ├── ProducerFencedError         (also a BrokerError: PRODUCER_FENCED)
     │   └── TransactionLostError        a prepared transaction the coordinator no longer lets commit
@@ -127,6 +128,11 @@ class KafkaConnectionError(RetriableError):
 
 class AuthenticationError(KafkaError):
     """Authentication (SASL or TLS) with the broker failed."""
+
+
+class ExecutorEnvironmentError(KafkaError):
+    """The Python of a Spark session's executors lacks something the sink cannot do without (pyarrow), or
+    could not be asked what it has (``sparkafka.spark.register``)."""
 
 
 class TransactionError(KafkaError):

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkafka._version import __version__
+from sparkafka.errors import ExecutorEnvironmentError
 from sparkafka.spark.package_zip import build_zip, source_digest
 
 __all__ = [
@@ -48,10 +49,6 @@ log = logging.getLogger("sparkafka.spark")
 _lock = threading.Lock()
 _done: dict[str, ShipResult] = {}
 """Per SparkContext (``app:<id>``) or Connect session (``session:<id>``): what was decided."""
-
-
-class ExecutorEnvironmentError(RuntimeError):
-    """The executors' Python lacks something the sink cannot do without (pyarrow)."""
 
 
 @dataclass(frozen=True)
