@@ -5,6 +5,11 @@ How it works: starting a JVM costs several seconds, so every Spark test shares t
 the editable sparkafka install and pyarrow. ``local[2,4]`` rather than ``local[2]`` because plain
 local mode never retries a failed task, and the sink's retry behaviour is under test. The UI is off
 and shuffles use 2 partitions to keep the suite fast.
+
+Spark finds a Python data source through the JVM's active session, which is per JVM thread; starting an
+Apache Kafka node (a fixture of the same test) was seen to leave the test thread without one, and the
+write then failed with DATA_SOURCE_NOT_FOUND. So every test that uses ``spark`` runs with it made active
+after all its fixtures are set up (``pytest_runtest_call``), as ``sparkafka pipeline`` does for itself.
 """
 
 from __future__ import annotations
@@ -18,6 +23,14 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pyspark")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    session = getattr(item, "funcargs", {}).get("spark")
+    jvm = getattr(session, "_jvm", None)
+    if jvm is not None:
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(session._jsparkSession)  # type: ignore[union-attr]
 
 
 @pytest.fixture(scope="session")

@@ -127,12 +127,13 @@ def test_a_failed_job_leaves_nothing_visible(spark: Any, cluster: KafkaCluster, 
     summary = tmp_path / "summary.jsonl"
     with pytest.raises(Exception, match="cannot be written"):
         _write(_frame(spark, fail_at=ROWS - 10), cluster, topic, **_exactly_once(sink_id, summary))
-    # the three other tasks finished and their transactions were open until the driver aborted them
+    # the other tasks that finished before the job failed (all three, unless Spark cancelled one still
+    # running on a loaded machine) wrote inside transactions left open until the driver aborted them
+    (s,) = read_summaries(str(summary))
+    assert s.status == "aborted" and s.failed_tasks >= 1 and s.transactions == TASKS - s.failed_tasks
     assert consume_all(cluster.bootstrap, topic, timeout=30, isolation_level="read_committed") == []
     written = consume_all(cluster.bootstrap, topic, timeout=30)
-    assert len([r for r in written if r.value is not None]) >= 3 * ROWS // TASKS
-    (s,) = read_summaries(str(summary))
-    assert (s.status, s.failed_tasks) == ("aborted", 1) and s.transactions == TASKS - 1
+    assert len([r for r in written if r.value is not None]) >= s.transactions * (ROWS // TASKS)
     with DecisionLog({"bootstrap.servers": cluster.bootstrap}) as log:
         decision = log.latest(sink_id)
     assert decision is not None and (decision.state, decision.last_committed) == (ABORTED, None)
