@@ -9,7 +9,9 @@ from sparkafka.producer.producer_batch import ProducerBatch
 
 
 class FakeCluster:
-    """A fixed metadata snapshot: ``leaders`` maps every known partition to its leader (None = unknown)."""
+    """A fixed metadata snapshot: ``leaders`` maps every known partition to its leader (None = unknown).
+    Like ``Cluster`` it must not change once the producer reads it (the accumulator keeps work per snapshot):
+    a test with new metadata makes a new one."""
 
     def __init__(
         self, leaders: dict[TopicPartition, int | None], epochs: dict[TopicPartition, int] | None = None,

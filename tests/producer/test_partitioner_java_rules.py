@@ -57,7 +57,8 @@ def test_sticky_switch_counts_batch_header_and_waits_for_a_full_batch() -> None:
     part = acc.built_in_partitioner("t")
     info = part.peek_current_partition_info(cluster)
     assert (info.partition, info.produced_bytes) == (1, RECORD_BATCH_OVERHEAD + RECORD)
-    assert [len(acc.batches[("t", 0)].deque), len(acc.batches[("t", 1)].deque)] == [2, 1]
+    sizes = acc.queue_sizes()
+    assert [sizes[("t", 0)], sizes[("t", 1)]] == [2, 1]
 
 
 def test_sticky_switch_at_twice_batch_size_even_if_the_batch_is_open() -> None:
@@ -68,7 +69,8 @@ def test_sticky_switch_at_twice_batch_size_even_if_the_batch_is_open() -> None:
     big = b"x" * 150
     first = acc.append("t", -1, 0, None, big, None, None, 1000, 0, cluster)
     assert first.partition == 2 and first.new_batch_created
-    assert not acc.batches[("t", 2)].deque[-1].builder.is_full()
+    queue = acc.get_deque(("t", 2))
+    assert queue is not None and not queue[-1].builder.is_full()
     assert acc.built_in_partitioner("t").current_partition == 0
 
 
@@ -103,6 +105,22 @@ def test_weighted_choice_is_javas_cumulative_frequency_table() -> None:
     # (2**31 - 1) % 8 = 7 -> 2
     assert [part.next_partition(cluster) for _ in range(7)] == [0, 1, 2, 2, 0, 1, 2]
 
+
+
+def test_load_stats_follow_partition_ids_whatever_order_the_queues_were_made_in() -> None:
+    """Queues made 2, 0, 1 (keyed records arrive in any order): the table is still built in partition-id
+    order, as Java's HashMap of Integer keys iterates it, also after a new queue appears."""
+    cluster = FakeCluster.single_node("t", 4)
+    acc = _accumulator(1, [0])
+    for p, n in ((2, 2), (0, 1), (1, 4)):
+        for _ in range(n):
+            _send(acc, cluster, partition=p)
+    acc.ready(cluster, 0)
+    assert acc.built_in_partitioner("t").load_stats is None  # partition 3 has no queue yet: no stats
+    _send(acc, cluster, partition=3)
+    acc.ready(cluster, 0)
+    # sizes 1, 4, 2, 1 -> max + 1 = 5 -> weights 4, 1, 3, 4 -> CFT 4, 5, 8, 12
+    assert acc.built_in_partitioner("t").load_stats == ([4, 5, 8, 12], [0, 1, 2, 3], 4)
 
 def test_equal_queues_or_adaptive_disabled_mean_uniform_choice() -> None:
     cluster = FakeCluster.single_node("t", 3)

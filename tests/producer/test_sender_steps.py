@@ -352,7 +352,8 @@ def test_unknown_leader_requests_metadata_and_waits() -> None:
     rig.send(b"a", partition=0)
     assert rig.step() == []
     assert rig.metadata.update_requests >= 1 and T in rig.metadata.added
-    rig.cluster.leaders[(T, 0)] = 1  # the new metadata names a leader
+    # the new metadata snapshot names a leader (snapshots are immutable: Metadata publishes a new one)
+    rig.cluster = rig.metadata.cluster = FakeCluster({(T, 0): 1, (T, 1): 1})
     assert set(rig.step_one().batches()) == {(T, 0)}
 
 

@@ -5,9 +5,7 @@ Readers use that dict directly, without a lock: one attribute load plus a dict l
 dict they loaded is always complete and consistent. Writers take a lock, copy the dict, change the
 copy and publish it by swapping the reference (a single atomic store). Writes are rare (one per new
 partition or topic) while reads happen for every record, so the copy cost is paid where it is cheap.
-With ``sorted_keys=True`` every published dict lists its keys in ascending order (a topic's partition
-queues: Java's HashMap of small Integer keys iterates them that way, and the adaptive partitioner's
-weighted table follows that order).
+A write is one ``dict`` copy in C (~25 us for 6,000 integer keys); keys keep their insertion order.
 """
 
 from __future__ import annotations
@@ -28,17 +26,11 @@ _MISSING: object = object()
 class CopyOnWriteMap(Generic[K, V]):
     """A thread-safe map: lock-free reads of an immutable snapshot, copy-and-swap writes."""
 
-    __slots__ = ("_lock", "_map", "_sorted")
+    __slots__ = ("_lock", "_map")
 
-    def __init__(self, initial: Mapping[K, V] | None = None, *, sorted_keys: bool = False) -> None:
-        self._sorted = sorted_keys
-        self._map: dict[K, V] = self._publishable(dict(initial)) if initial else {}
+    def __init__(self, initial: Mapping[K, V] | None = None) -> None:
+        self._map: dict[K, V] = dict(initial) if initial else {}
         self._lock = threading.Lock()
-
-    def _publishable(self, updated: dict[K, V]) -> dict[K, V]:
-        if not self._sorted:
-            return updated
-        return {key: updated[key] for key in sorted(updated)}  # type: ignore[type-var]
 
     # -- reads (no lock) ---------------------------------------------------------------------
     @overload
@@ -83,7 +75,7 @@ class CopyOnWriteMap(Generic[K, V]):
             updated = dict(self._map)
             previous = updated.get(key)
             updated[key] = value
-            self._map = self._publishable(updated)
+            self._map = updated
             return previous
 
     def put_if_absent(self, key: K, value: V) -> V:
@@ -98,7 +90,7 @@ class CopyOnWriteMap(Generic[K, V]):
                 return current  # type: ignore[return-value]
             updated = dict(self._map)
             updated[key] = value
-            self._map = self._publishable(updated)
+            self._map = updated
             return value
 
     def remove(self, key: K) -> V | None:
