@@ -393,6 +393,28 @@ def test_drain_round_robin_and_index_rotation() -> None:
     assert not acc.has_undrained()
 
 
+
+def test_full_only_drain_takes_full_heads_and_says_when_none_may_be_left() -> None:
+    """``drain(full_only=True)`` (the Sender's extra requests while full batches are queued) takes only heads
+    with a batch behind them; ``may_have_full_batches`` tells whether the last drain left such a head, so the
+    Sender does not scan every partition again for nothing. After a full-only drain the next one starts at
+    the first open head after the last batch taken."""
+    acc = make(batch_size=1024, linger_ms=1000)
+    cluster = FakeCluster.single_node(T, 4)
+    for p, batches in ((0, 2), (1, 1), (2, 3), (3, 1)):
+        for _ in range(batches):
+            append(acc, cluster, p, value=b"x" * 600)  # one batch per record
+    drained = acc.drain(cluster, {1}, 1 << 20, now_of(acc), full_only=True)[1]
+    assert [b.tp[1] for b in drained] == [0, 2]
+    assert acc.may_have_full_batches(1)  # partition 2 still has a full head (2 batches left)
+    assert [b.tp[1] for b in acc.drain(cluster, {1}, 1 << 20, now_of(acc), full_only=True)[1]] == [2]
+    assert not acc.may_have_full_batches(1)  # every queue holds one open batch
+    assert acc._drain_index[1] == 3
+    assert acc.drain(cluster, {1}, 1 << 20, now_of(acc), full_only=True)[1] == []
+    assert acc._drain_index[1] == 3  # nothing taken: the index stays
+    # a whole drain (the node was found ready) takes every head, starting at partition 3
+    assert [b.tp[1] for b in acc.drain(cluster, {1}, 1 << 20, now_of(acc))[1]] == [3, 0, 1, 2]
+
 def test_drain_collects_up_to_max_size_and_first_batch_always_goes() -> None:
     acc = make(batch_size=1024, linger_ms=0)
     cluster = FakeCluster.single_node(T, 3)

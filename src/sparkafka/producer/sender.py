@@ -13,8 +13,9 @@ How it works: ``run()`` loops over ``run_once()`` until close. One iteration:
    and holds back what must wait); mute partitions when ``max.in.flight.requests.per.connection == 1``;
 6. expire batches (queued or on the wire) older than ``delivery.timeout.ms``;
 7. one Produce request per node (the batches' bytes spliced into the request); while full batches are
-   queued behind the heads and a node can take another request, up to four more rounds of step 5 and 7
-   for those nodes, with only partitions whose head has a batch behind it (open batches keep lingering);
+   queued behind the heads (the node's last drain left one) and a node can take another request, up to
+   four more rounds of step 5 and 7 for those nodes, with only partitions whose head has a batch behind
+   it (open batches keep lingering);
 8. ``client.poll()`` until something is due; responses run ``_complete_batch``: success completes the
    futures and callbacks in order; retriable errors re-enqueue with exponential backoff (in sequence
    order); DUPLICATE_SEQUENCE_NUMBER counts as success; MESSAGE_TOO_LARGE splits; invalid-metadata
@@ -242,7 +243,8 @@ class Sender:
                 break
             # A backlog of full batches (the producer outruns the Sender): while a node can take another
             # request, send the full ones now rather than after a whole loop (ready, poll) per request.
-            more = [node for node in busy if self.client.ready(node, now)]
+            more = [node for node in busy
+                    if self.accumulator.may_have_full_batches(node) and self.client.ready(node, now)]
             if not more:
                 break
             batches = self.accumulator.drain(cluster, more, self.max_request_size, now, full_only=True)
