@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from producer.fakes import FakeCluster
 from sparkafka.errors import ConfigError
@@ -16,6 +18,35 @@ from sparkafka.producer.partitioner import (
     resolve_partitioner,
 )
 
+
+def _java_load_stats(queue_sizes: list[int], length: int) -> list[int] | None:
+    """Java's ``BuiltInPartitioner.updatePartitionLoadStats`` loop, written out: the reference."""
+    if length < 1 or len(queue_sizes) < 2:
+        return None
+    max_plus_1, all_equal = queue_sizes[0], True
+    for i in range(1, length):
+        all_equal = all_equal and queue_sizes[i] == queue_sizes[0]
+        max_plus_1 = max(max_plus_1, queue_sizes[i])
+    max_plus_1 += 1
+    if all_equal and length == len(queue_sizes):
+        return None
+    cft = list(queue_sizes)
+    cft[0] = max_plus_1 - cft[0]
+    for i in range(1, length):
+        cft[i] = max_plus_1 - cft[i] + cft[i - 1]
+    return cft
+
+
+@given(st.lists(st.integers(0, 50), min_size=0, max_size=40), st.data())
+def test_load_stats_table_matches_javas_loop(sizes: list[int], data: st.DataObject) -> None:
+    length = data.draw(st.integers(0, len(sizes)))
+    part = BuiltInPartitioner("t", 100)
+    part.update_partition_load_stats(list(sizes), list(range(len(sizes))), length)
+    expected = _java_load_stats(sizes, length)
+    if expected is None:
+        assert part.load_stats is None
+    else:
+        assert part.load_stats == (expected, list(range(len(sizes))), length)
 
 def test_cft_example_from_kip_794() -> None:
     draws = list(range(8))

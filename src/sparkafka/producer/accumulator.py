@@ -217,8 +217,10 @@ class RecordAccumulator:
         self._incomplete: set[ProducerBatch] = set()
         self._muted: set[TopicPartition] = set()
         self._drain_index: dict[int, int] = {}
-        self._drain_views: dict[int, tuple[Sequence[TopicPartition], list[_PartitionQueue | None]]] = {}
-        """Per node: its partitions as the metadata snapshot lists them, and their queues (None: none yet)."""
+        self._drain_views: dict[int, tuple[ClusterView, Sequence[TopicPartition], list[_PartitionQueue | None],
+                                           list[int]]] = {}
+        """Per node: the metadata snapshot, its list of the node's partitions, their queues (None: none yet)
+        and leader epochs."""
         self._drain_backlog: set[int] = set()
         """Nodes whose last drain may have left a full batch at the head of a queue."""
         self._node_stats: dict[int, NodeLatencyStats] = {}
@@ -639,6 +641,18 @@ class RecordAccumulator:
                 dq = pq.deque
                 if not dq:
                     continue
+                if leader is not None and leader in ready_nodes:
+                    # Its node is ready already: only the load stats still read this queue (its length;
+                    # the drain updates the head's leader epoch before it decides on a backoff). With
+                    # thousands of partitions and memory exhausted (every head sendable) this is most
+                    # of them.
+                    if queue_sizes is not None:
+                        queue_sizes[index] = len(dq)
+                        if timeout > 0:
+                            stats = node_stats.get(leader)
+                            if stats is not None and stats.ready_time_ms - stats.drain_time_ms > timeout:
+                                index -= 1
+                    continue
                 tp = pq.tp
                 with pq.lock:
                     if not dq:
@@ -647,8 +661,9 @@ class RecordAccumulator:
                     waited = now - batch.last_attempt_ms
                     if waited < 0:
                         waited = 0.0
-                    batch.maybe_update_leader_epoch(leader_epoch)
-                    backing_off = self._should_backoff(batch, waited)
+                    if leader_epoch > batch.current_leader_epoch:
+                        batch.maybe_update_leader_epoch(leader_epoch)
+                    backing_off = batch.attempts > 0 and self._should_backoff(batch, waited)
                     size = len(dq)
                     full = size > 1 or batch.builder.is_full()
                 if leader is None:
@@ -698,17 +713,19 @@ class RecordAccumulator:
             self._drain_backlog.discard(node)
             return ready
         queue_of = self._queue_of
-        # The node's queues in the order of its partitions, kept while the snapshot's list is the same
-        # object (a Cluster never changes; a queue is never replaced): the loop below reads a list
+        # The node's queues and leader epochs in the order of its partitions, kept while the snapshot is
+        # the same (a Cluster never changes; a queue is never replaced): the loop below reads lists
         # instead of looking each (topic, partition) up, which was a third of the drain at 2,000
         # partitions per node.
         view = self._drain_views.get(node)
-        if view is None or view[0] is not parts:
-            view = self._drain_views[node] = (parts, [queue_of(tp) for tp in parts])
-        queues = view[1]
+        if view is None or view[0] is not cluster or view[1] is not parts:
+            leader_epoch = cluster.leader_epoch
+            view = self._drain_views[node] = (cluster, parts, [queue_of(tp) for tp in parts],
+                                              [leader_epoch(tp) for tp in parts])
+        queues = view[2]
+        epochs = view[3]
         tm = self._tm
         muted = self._muted
-        leader_epoch = cluster.leader_epoch
         compressed = self._compression != NO_COMPRESSION
         size = 0
         backlog = False
@@ -727,12 +744,15 @@ class RecordAccumulator:
                 if dq and (not full_only or len(dq) > 1) and not (muted and pq.tp in muted):
                     tp = pq.tp
                     batch: ProducerBatch | None = None
-                    epoch = leader_epoch(tp)
+                    epoch = epochs[stop_at]
                     with pq.lock:
                         first = dq[0] if dq else None
                         if first is not None:
-                            first.maybe_update_leader_epoch(epoch)
-                            if not self._should_backoff(first, first.waited_time_ms(now)):
+                            # maybe_update_leader_epoch and _should_backoff, called only when they can act
+                            # (a newer epoch; a retry): never for a batch's first send
+                            if epoch > first.current_leader_epoch:
+                                first.maybe_update_leader_epoch(epoch)
+                            if first.attempts <= 0 or not self._should_backoff(first, first.waited_time_ms(now)):
                                 if size + first.builder.estimated_size_in_bytes > max_size and ready:
                                     self._drain_index[node] = stop_at
                                     backlog = True
@@ -750,7 +770,8 @@ class RecordAccumulator:
                             self._update_compression_ratio(tp[0], batch.compression_ratio)
                         size += wire.nbytes
                         ready.append(batch)
-                        batch.drained(now)
+                        if now > batch.drained_ms:  # batch.drained(now)
+                            batch.drained_ms = now
                         after_last_taken = index
             if index == start:
                 if not full_only:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -337,23 +338,13 @@ class BuiltInPartitioner:
         if queue_sizes is None or partition_ids is None or length < 1 or len(queue_sizes) < 2:
             self._load_stats = None
             return
-        first = queue_sizes[0]
-        max_plus_1 = first
-        all_equal = True
-        for i in range(1, length):
-            size = queue_sizes[i]
-            if size != first:
-                all_equal = False
-            if size > max_plus_1:
-                max_plus_1 = size
-        max_plus_1 += 1
-        if all_equal and length == len(queue_sizes):
+        sizes = queue_sizes if length == len(queue_sizes) else queue_sizes[:length]
+        largest = max(sizes)  # builtins, not a Python loop: ready() does this per topic per Sender loop
+        if length == len(queue_sizes) and min(sizes) == largest:  # all equal, nothing dropped
             self._load_stats = None
             return
-        # Invert (shorter queue -> larger weight) and make it a running sum.
-        queue_sizes[0] = max_plus_1 - queue_sizes[0]
-        for i in range(1, length):
-            queue_sizes[i] = max_plus_1 - queue_sizes[i] + queue_sizes[i - 1]
+        # Invert (shorter queue -> larger weight: max + 1 - size) and make it a running sum.
+        queue_sizes[:length] = itertools.accumulate(map(operator.sub, itertools.repeat(largest + 1, length), sizes))
         self._load_stats = (queue_sizes, list(partition_ids), length)
 
     def load_stats_range_end(self) -> int | None:

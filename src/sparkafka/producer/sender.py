@@ -258,17 +258,22 @@ class Sender:
         sent_any = False
         touch = self.metadata.touch
         in_flight = self.in_flight_batches
+        mute = self.accumulator.mute if self.guarantee_message_order else None
+        touched = None
         for node_batches in batches.values():
             for b in node_batches:
-                touch(b.tp[0])  # a topic with data in flight stays in the metadata (metadata.max.idle.ms)
+                tp = b.tp
+                if tp[0] is not touched:
+                    touched = tp[0]
+                    touch(touched)  # a topic with data in flight stays in the metadata (metadata.max.idle.ms)
                 sent_any = True
-                lst = in_flight.get(b.tp)
+                lst = in_flight.get(tp)
                 if lst is None:
-                    in_flight[b.tp] = [b]
+                    in_flight[tp] = [b]
                 else:
                     lst.append(b)
-                if self.guarantee_message_order:
-                    self.accumulator.mute(b.tp)
+                if mute is not None:
+                    mute(tp)
         return sent_any
 
     def _expire(self, now: float) -> float:
