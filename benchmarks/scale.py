@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/scale.py`` (``--broker mock kafka``, ``--partitions 6 60 600 6000``, ``--clients
 sparkafka confluent java``, ``--records 1000000``, ``--repeat 2``, ``--kafka-nodes 3``, ``--kafka-heap 512m``,
-``--replication 1``, ``--quick`` for a tenth of the records, ``--out DIR``, default ``docs/bench/scale``).
+``--replication 1``, ``--batch-size 16384`` for every client, ``--quick`` for a tenth of the records, ``--out DIR``,
+default ``docs/bench/scale``).
 
 How it works: the suite's keyed workload (``keyed-100``: 8-byte keys from a pool of 65,536, 100-byte values,
 a callback per record, acks=all, idempotence, linger.ms 5, batch.size 16384, default buffer.memory) is sent
@@ -149,11 +150,11 @@ class Cluster:
                 future.result(120)
 
 
-def run_one(cluster: Cluster, partitions: int, client: str, records: int) -> dict[str, Any]:
+def run_one(cluster: Cluster, partitions: int, client: str, records: int, batch_size: int = 16384) -> dict[str, Any]:
     topic = cluster.fresh_topic(partitions)
     cmd = [sys.executable, os.path.join(HERE, "worker.py"), "--client", client, "--bootstrap-servers",
            cluster.servers, "--topic", topic, "--records", str(records), "--key-size", "8",
-           "--value-size", "100", "--batch-stats"]
+           "--value-size", "100", "--batch-size", str(batch_size), "--batch-stats"]
     if client == "ceiling":
         cmd.remove("--batch-stats")
     try:
@@ -272,6 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="java runs on Apache Kafka only")
     parser.add_argument("--records", type=int, default=RECORDS, help="records per run")
     parser.add_argument("--quick", action="store_true", help="a tenth of the records (smoke test)")
+    parser.add_argument("--batch-size", type=int, default=16384, help="batch.size for every client")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds; the best run is kept")
     parser.add_argument("--kafka-nodes", type=int, default=3)
     parser.add_argument("--kafka-heap", default="512m")
@@ -305,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for attempt in range(args.repeat):
                 for partitions in counts:
                     for client in clients:
-                        result = run_one(cluster, partitions, client, records)
+                        result = run_one(cluster, partitions, client, records, args.batch_size)
                         result.update(attempt=attempt + 1, broker=kind)
                         runs.append(result)
                         if "error" in result:
@@ -326,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from run import machine
 
     header = (f"Machine: {machine()}. Keyed 100-byte records (8-byte keys from a pool of 65,536), acks=all, "
-              f"idempotence, linger.ms 5, batch.size 16384, default buffer.memory, a callback per record; "
+              f"idempotence, linger.ms 5, batch.size {args.batch_size}, default buffer.memory, a callback per record; "
               f"{records:,} records per run, best of {args.repeat} interleaved runs. Run took {elapsed:.0f} s.")
     blocks = [header]
     for kind, rows in results.items():
