@@ -34,7 +34,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 from sparkafka._clock import Clock
@@ -579,9 +579,10 @@ class RecordAccumulator:
         info = self._topics._map.get(tp[0])
         return None if info is None else info.queues._map.get(tp[1])
 
-    def _all_queues(self) -> list[_PartitionQueue]:
-        """Every partition's queue (a list made from the current snapshots)."""
-        return [pq for info in self._topics._map.values() for pq in info.queues._map.values()]
+    def _all_queues(self) -> Iterator[_PartitionQueue]:
+        """Every partition's queue, from the maps' current snapshots (safe while other threads add queues)."""
+        for info in self._topics._map.values():
+            yield from info.queues._map.values()
 
     def _get_or_create_queue(self, tp: TopicPartition) -> _PartitionQueue:
         pq = self._queue_of(tp)
