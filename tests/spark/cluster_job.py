@@ -5,7 +5,8 @@ configured), calls ``sparkafka.spark.register(spark)`` as a user would and recor
 (``ensure_executors_can_import`` answers from its per-session cache), writes ``--rows`` rows through
 ``format("sparkafka")`` (key ``k%08d``, a 100-byte value starting ``v%08d``) and, with
 ``--stream-topic``, runs a streaming query over ``--stream-files`` JSON files (one micro-batch each,
-``availableNow``). Everything it learnt is printed as one ``RESULT {json}`` line; the tests read the
+``availableNow``). ``--option name=value`` (repeated) adds options of the sink to the batch write (e.g.
+exactly-once and a fault). Everything it learnt is printed as one ``RESULT {json}`` line; the tests read the
 records back themselves.
 """
 
@@ -30,6 +31,7 @@ def main() -> None:
     parser.add_argument("--stream-topic")
     parser.add_argument("--stream-files", type=int, default=3)
     parser.add_argument("--stream-rows-per-file", type=int, default=20_000)
+    parser.add_argument("--option", action="append", default=[], help="name=value: a sink option of the batch write")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -56,9 +58,12 @@ def main() -> None:
     df = spark.range(0, args.rows, 1, args.input_partitions).select(
         F.format_string("k%08d", i).alias("key"),
         F.rpad(F.format_string("v%08d", i), 100, ".").alias("value"))
+    writer = (df.write.format("sparkafka").mode("append").option("kafka.bootstrap.servers", args.bootstrap)
+              .option("topic", args.topic).option("sparkafka.summary.path", summary_path))
+    for name, _, value in (o.partition("=") for o in args.option):
+        writer = writer.option(name, value)
     started = time.monotonic()
-    (df.write.format("sparkafka").mode("append").option("kafka.bootstrap.servers", args.bootstrap)
-     .option("topic", args.topic).option("sparkafka.summary.path", summary_path).save())
+    writer.save()
     result["batch_seconds"] = round(time.monotonic() - started, 1)
     if not args.remote:  # the commit runs in this driver, which writes the summary (Connect: on the server)
         result["batch"] = [json.loads(s.to_json()) for s in read_summaries(summary_path)]

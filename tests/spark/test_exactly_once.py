@@ -9,6 +9,13 @@ the other tasks finished: nothing may be visible), or the driver's commit proces
 point (a second run with the same sink id must finish the commit). The same task-failure job in the
 default at-least-once mode shows the duplicates, so the check can tell the two apart. Reading at
 read_uncommitted shows that the failed attempts did write (and their records were aborted).
+Speculative execution needs two hosts (Spark never starts a copy of a task on a host already running an
+attempt of it): those tests run on a standalone cluster whose two one-core workers are on 127.0.0.2 and
+127.0.0.3 (``support.spark_standalone``), submitting ``cluster_job.py`` with aggressive ``spark.speculation``
+settings and the stall fault: the first attempt of one partition sends all its rows, then sleeps, so Spark
+starts a speculative copy on the other host, which wins, and kills the straggler. The driver's log must show
+that kill (two hosts), the summary and decision log the winning attempt 1, read_uncommitted the straggler's
+rows (aborted), read_committed every row once; the at-least-once run of the same job has that partition twice.
 ``SPARKAFKA_EO_ROWS`` sets the row count (default 100000 to keep the suite fast; the issue's proof is
 ``SPARKAFKA_EO_ROWS=1000000``).
 """
@@ -17,16 +24,23 @@ from __future__ import annotations
 
 import collections
 import os
+import re
+import shutil
+import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sparkafka.producer.txn_commit import TransactionFinisher
 from sparkafka.spark import read_summaries
 from sparkafka.spark.decision_log import ABORTED, COMMITTED, DecisionLog
+from sparkafka.spark.exactly_once import transactional_id
 from support.consume import consume_all, create_topic
 from support.kafka_cluster import KafkaCluster
+from support.spark_standalone import StandaloneCluster
 
 pytestmark = [pytest.mark.spark]
 
@@ -254,3 +268,95 @@ def test_a_streaming_query_restarted_at_every_point_writes_each_row_once(
     keys = collections.Counter(r.key or b"" for r in records)
     assert set(keys.values()) == {1} and len(records) == 6 * per_file
     assert set(keys) == {f"f{i}-{n}".encode() for i in range(6) for n in range(per_file)}
+
+
+# ------------------------------------------------------------------------------------------ speculation
+
+JOB = Path(__file__).resolve().parent / "cluster_job.py"
+STALLED = 1
+"""The Spark partition whose first attempt straggles."""
+SPECULATION = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.quantile": "0.5",  # two of the four tasks finished
+    "spark.speculation.multiplier": "1.5",
+    "spark.speculation.minTaskRuntime": "1s",
+    "spark.speculation.efficiency.enabled": "false",  # judge by run time alone
+}
+# TaskSetManager: "Killing attempt 0 for task 1.0 in stage 1.0 (TID 5) on 127.0.0.2 as the attempt 1 succeeded on
+# 127.0.0.3"
+_KILLED = re.compile(r"Killing attempt (\d+) for task (\d+)\.\d+ in stage \S+ \(TID \d+\) on (\S+) as the attempt "
+                     r"(\d+) succeeded on (\S+)")
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs Java (no java on PATH and no JAVA_HOME)")
+    spark_cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-speculation"),
+                                      worker_hosts=("127.0.0.2", "127.0.0.3"))
+    try:
+        spark_cluster.start()
+        yield spark_cluster
+    finally:
+        spark_cluster.stop()
+
+
+def _speculative_job(standalone: StandaloneCluster, node: KafkaCluster, topic: str, work: Path,
+                     **options: str) -> tuple[dict[str, Any], list[tuple[int, int, str, int, str]]]:
+    """The cluster job with the straggler; returns its RESULT and the driver's kills of losing attempts."""
+    # the executors run this venv's Python (sparkafka installed): shipping is test_cluster's subject
+    conf = {**standalone.spark_conf(Path(sys.executable)), **SPECULATION}
+    options = {"kafka.linger.ms": "20", "sparkafka.fault.stall.first.attempt.of.partition": str(STALLED),
+               **options}
+    args = ["--bootstrap", node.bootstrap, "--topic", topic, "--rows", str(ROWS), "--work", str(work),
+            "--input-partitions", str(TASKS), *(f"--option={k}={v}" for k, v in options.items())]
+    job = standalone.submit(f"speculation-{topic}", JOB, args, conf)
+    assert job.returncode == 0 and job.result is not None, f"job failed ({job.returncode}):\n{job.tail()}"
+    kills = [(int(m[1]), int(m[2]), m[3], int(m[4]), m[5]) for m in _KILLED.finditer(job.log.read_text())]
+    # the proof that Spark ran a speculative copy: the straggler, attempt 0 of STALLED on one host, was killed
+    # because attempt 1 of the same task succeeded on the other
+    assert any(lost == 0 and task == STALLED and won == 1 and lost_on != won_on
+               for lost, task, lost_on, won, won_on in kills), f"no speculative win over the straggler: {kills}\n" \
+        f"{job.tail()}"
+    return job.result, kills
+
+
+def test_speculative_attempts_are_written_exactly_once(standalone: StandaloneCluster, cluster: KafkaCluster,
+                                                       tmp_path: Path) -> None:
+    topic, sink_id = f"eo-spec-{uuid.uuid4().hex[:8]}", f"spec-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap, topic, 3)
+    result, kills = _speculative_job(standalone, cluster, topic, tmp_path,
+                                     **{"sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id})
+    (s,) = result["batch"]
+    assert (s["status"], s["guarantee"], s["transactions"], s["acknowledged"]) == (
+        "committed", "exactly_once", TASKS, ROWS), s
+    assert s["retried_tasks"] == len({task for _, task, _, won, _ in kills if won > 0}) >= 1, (s, kills)
+    with DecisionLog({"bootstrap.servers": cluster.bootstrap}) as log:
+        decision = log.latest(sink_id)
+    assert decision is not None and decision.state == COMMITTED
+    assert {t.spark_partition: t.attempt for t in decision.transactions}[STALLED] == 1
+    # read_committed: every row once (and reaching the end means no transaction of the write is left open)
+    records = consume_all(cluster.bootstrap, topic, expected_count=ROWS, timeout=120, isolation_level="read_committed")
+    keys = collections.Counter(r.key or b"" for r in records)
+    assert len(records) == ROWS and set(keys.values()) == {1}
+    assert set(keys) == {b"k%08d" % n for n in range(ROWS)}
+    # the straggler did write its whole partition, in a transaction the driver aborted
+    everything = consume_all(cluster.bootstrap, topic, expected_count=ROWS + ROWS // TASKS, timeout=120)
+    assert len([r for r in everything if r.value is not None]) == ROWS + ROWS // TASKS
+    straggler = transactional_id(sink_id, STALLED, 0)
+    with TransactionFinisher({"bootstrap.servers": cluster.bootstrap}) as finisher:
+        state = finisher.describe([straggler])[straggler].state
+    assert state in ("CompleteAbort", "Empty"), state  # aborted, or fenced after the abort (InitProducerId)
+
+
+def test_speculative_attempts_at_least_once_write_the_partition_twice(standalone: StandaloneCluster,
+                                                                      kafka: KafkaCluster, tmp_path: Path) -> None:
+    topic = f"alo-spec-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 3)
+    result, _ = _speculative_job(standalone, kafka, topic, tmp_path)
+    (s,) = result["batch"]
+    assert (s["status"], s["retried_tasks"], s["acknowledged"]) == ("committed", 1, ROWS), s
+    records = consume_all(kafka.bootstrap, topic, expected_count=ROWS + ROWS // TASKS, timeout=120)
+    keys = collections.Counter(r.key or b"" for r in records)
+    assert len(keys) == ROWS and collections.Counter(keys.values()) == {1: ROWS - ROWS // TASKS, 2: ROWS // TASKS}

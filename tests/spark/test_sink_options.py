@@ -52,10 +52,21 @@ def test_refused_kafka_keys(key: str) -> None:
 
 
 @pytest.mark.parametrize(("name", "value"), [("sparkafka.producer.idle.timeout.ms", "-1"),
-                                             ("sparkafka.fault.fail.first.attempt.after.records", "x")])
+                                             ("sparkafka.fault.fail.first.attempt.after.records", "x"),
+                                             ("sparkafka.fault.stall.first.attempt.of.partition", "-1"),
+                                             ("sparkafka.fault.stall.first.attempt.ms", "1000")])
 def test_bad_sink_option_values(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         SinkOptions.parse({**BOOT, name: value})
+
+
+def test_stall_fault_options() -> None:
+    opts = SinkOptions.parse({**BOOT, "sparkafka.fault.stall.first.attempt.of.partition": "2"})
+    assert (opts.stall_first_attempt_of, opts.stall_first_attempt_ms) == (2, 300_000)
+    opts = SinkOptions.parse({**BOOT, "sparkafka.fault.stall.first.attempt.of.partition": "0",
+                              "sparkafka.fault.stall.first.attempt.ms": "50"})
+    assert (opts.stall_first_attempt_of, opts.stall_first_attempt_ms) == (0, 50)
+    assert SinkOptions.parse(BOOT).stall_first_attempt_of is None
 
 
 def test_a_save_path_is_refused() -> None:

@@ -7,7 +7,10 @@ and gets pyspark as every executor does, from the ``python/lib`` zips Spark puts
 
 ``StandaloneCluster`` starts pyspark's own daemons with ``bin/spark-class``: a
 ``org.apache.spark.deploy.master.Master`` and ``workers`` ``org.apache.spark.deploy.worker.Worker``s of
-``cores`` cores each, all on 127.0.0.1 (``SPARK_LOCAL_IP``) on ports picked free, each JVM in a session
+``cores`` cores each, all on 127.0.0.1 (``SPARK_LOCAL_IP``) on ports picked free, or each worker (and the
+executors it starts, which take the worker's host) on its own loopback address of ``worker_hosts`` (127.0.0.2,
+127.0.0.3, ...: Linux routes all of 127.0.0.0/8 to ``lo``), so that Spark counts them as different hosts (a
+speculative copy of a task only runs on a host that runs no attempt of it); each JVM in a session
 of its own and with ``PR_SET_PDEATHSIG`` so it dies with the test process. ``start()`` returns once the
 master's JSON status (its web UI's ``/json/``) lists every worker ALIVE. ``submit`` runs a Python job
 with pyspark's ``bin/spark-submit`` against it; ``connect_server`` runs a Spark Connect server
@@ -121,6 +124,8 @@ class StandaloneCluster:
     worker_memory: str = "1g"
     master_port: int = field(default_factory=free_port)
     webui_port: int = field(default_factory=free_port)
+    worker_hosts: Sequence[str] = ()
+    """One loopback address per worker; empty: all on 127.0.0.1."""
     _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -145,12 +150,15 @@ class StandaloneCluster:
         small = {"SPARK_DAEMON_MEMORY": "256m"}  # the master's and workers' heaps (not the executors')
         self._spawn("master", [spark_class, MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.master_port),
                                "--webui-port", str(self.webui_port)], small)
+        if self.worker_hosts and len(self.worker_hosts) != self.workers:
+            raise ValueError(f"{self.workers} workers but worker_hosts {list(self.worker_hosts)}")
         for n in range(self.workers):
             work = self.directory / f"worker{n}"
             work.mkdir(exist_ok=True)
-            self._spawn(f"worker{n}", [spark_class, WORKER_CLASS, "--host", "127.0.0.1", "--cores", str(self.cores),
+            host = self.worker_hosts[n] if self.worker_hosts else "127.0.0.1"
+            self._spawn(f"worker{n}", [spark_class, WORKER_CLASS, "--host", host, "--cores", str(self.cores),
                                        "--memory", self.worker_memory, "--webui-port", str(free_port()),
-                                       "--work-dir", str(work), self.master_url], small)
+                                       "--work-dir", str(work), self.master_url], {**small, "SPARK_LOCAL_IP": host})
         deadline = time.monotonic() + timeout
         while True:
             for name, process in self._processes.items():

@@ -37,6 +37,8 @@ __all__ = [
     "KILL_FIRST_ATTEMPT_OPTION",
     "LOG_TOPIC_OPTION",
     "SINK_ID_OPTION",
+    "STALL_FIRST_ATTEMPT_MS_OPTION",
+    "STALL_FIRST_ATTEMPT_OPTION",
     "SUMMARY_PATH_OPTION",
     "TOPIC_OPTION",
     "SinkOptions",
@@ -55,6 +57,14 @@ then raises, so Spark retries the task."""
 KILL_FIRST_ATTEMPT_OPTION = "sparkafka.fault.kill.first.attempt.after.records"
 """Fault injection for tests: the first attempt of every task sends this many records, flushes, then
 its Python worker process exits at once (``os._exit``), as a killed executor would."""
+STALL_FIRST_ATTEMPT_OPTION = "sparkafka.fault.stall.first.attempt.of.partition"
+"""Fault injection for tests: the first attempt of the task of this Spark partition sends all its records,
+flushes (under exactly-once its transaction is then open with all of them), then sleeps for
+``sparkafka.fault.stall.first.attempt.ms`` before it returns: a straggler, which a speculative copy of the task
+(``spark.speculation``) overtakes, after which Spark kills it."""
+STALL_FIRST_ATTEMPT_MS_OPTION = "sparkafka.fault.stall.first.attempt.ms"
+"""How long the stalled first attempt sleeps (default 300000)."""
+DEFAULT_STALL_MS = 300_000
 DRIVER_EXIT_OPTION = "sparkafka.fault.driver.exit.after.commits"
 """Fault injection for tests (exactly-once): the driver's commit process records PREPARED, commits this many
 transactions, then exits at once (``os._exit``); its abort process exits at once too. As a driver killed
@@ -73,7 +83,8 @@ EXACTLY_ONCE_TRANSACTION_TIMEOUT_MS = 900_000
 DEFAULT_IDLE_TIMEOUT_MS = 60_000
 _KAFKA_PREFIX = "kafka."
 _SINK_OPTIONS = (TOPIC_OPTION, SUMMARY_PATH_OPTION, IDLE_TIMEOUT_OPTION, FAIL_FIRST_ATTEMPT_OPTION,
-                 KILL_FIRST_ATTEMPT_OPTION, DRIVER_EXIT_OPTION, GUARANTEE_OPTION, SINK_ID_OPTION, LOG_TOPIC_OPTION)
+                 KILL_FIRST_ATTEMPT_OPTION, STALL_FIRST_ATTEMPT_OPTION, STALL_FIRST_ATTEMPT_MS_OPTION,
+                 DRIVER_EXIT_OPTION, GUARANTEE_OPTION, SINK_ID_OPTION, LOG_TOPIC_OPTION)
 _CHECKPOINT_OPTION = "checkpointlocation"
 # Set by Spark itself for streaming queries; not the user's business to be rejected for.
 _SPARK_OPTIONS = frozenset({_CHECKPOINT_OPTION})
@@ -108,6 +119,8 @@ class SinkOptions:
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     fail_first_attempt_after: int | None = None
     kill_first_attempt_after: int | None = None
+    stall_first_attempt_of: int | None = None
+    stall_first_attempt_ms: int = DEFAULT_STALL_MS
     driver_exit_after_commits: int | None = None
     guarantee: str = AT_LEAST_ONCE
     sink_id: str | None = None
@@ -177,6 +190,11 @@ class SinkOptions:
         idle = sink.get(IDLE_TIMEOUT_OPTION)
         fail = sink.get(FAIL_FIRST_ATTEMPT_OPTION)
         kill = sink.get(KILL_FIRST_ATTEMPT_OPTION)
+        stall = sink.get(STALL_FIRST_ATTEMPT_OPTION)
+        stall_ms = sink.get(STALL_FIRST_ATTEMPT_MS_OPTION)
+        if stall_ms is not None and stall is None:
+            raise ConfigError(f"option {STALL_FIRST_ATTEMPT_MS_OPTION!r} needs {STALL_FIRST_ATTEMPT_OPTION!r} (the "
+                              "partition whose first attempt stalls)", STALL_FIRST_ATTEMPT_MS_OPTION)
         driver_exit = sink.get(DRIVER_EXIT_OPTION)
         guarantee = sink.get(GUARANTEE_OPTION, AT_LEAST_ONCE).strip().lower().replace("-", "_")
         if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
@@ -209,6 +227,9 @@ class SinkOptions:
                                       else _int_option(FAIL_FIRST_ATTEMPT_OPTION, fail, 0)),
             kill_first_attempt_after=(None if kill is None
                                       else _int_option(KILL_FIRST_ATTEMPT_OPTION, kill, 0)),
+            stall_first_attempt_of=None if stall is None else _int_option(STALL_FIRST_ATTEMPT_OPTION, stall, 0),
+            stall_first_attempt_ms=(DEFAULT_STALL_MS if stall_ms is None
+                                    else _int_option(STALL_FIRST_ATTEMPT_MS_OPTION, stall_ms, 0)),
             driver_exit_after_commits=(None if driver_exit is None
                                        else _int_option(DRIVER_EXIT_OPTION, driver_exit, 0)),
             guarantee=guarantee,

@@ -44,7 +44,13 @@ from sparkafka.producer.txn_commit import TransactionHandle
 from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary
 from sparkafka.spark.decision_log import SinkTransaction
 from sparkafka.spark.exactly_once import BATCH_WRITE, ExactlyOnceSink, transactional_id
-from sparkafka.spark.options import EXACTLY_ONCE, FAIL_FIRST_ATTEMPT_OPTION, KILL_FIRST_ATTEMPT_OPTION, SinkOptions
+from sparkafka.spark.options import (
+    EXACTLY_ONCE,
+    FAIL_FIRST_ATTEMPT_OPTION,
+    KILL_FIRST_ATTEMPT_OPTION,
+    STALL_FIRST_ATTEMPT_OPTION,
+    SinkOptions,
+)
 from sparkafka.spark.producer_cache import ProducerCache, shared_cache
 
 if TYPE_CHECKING:
@@ -109,7 +115,17 @@ def _send_all(producer: ProducerLike, plan: ColumnPlan, batches: Iterator[pa.Rec
     producer.flush()
     while pending:
         report.merge(pending.popleft().wait())
+    if attempt == 0 and partition_id == options.stall_first_attempt_of:
+        _stall(options, partition_id)
     return rows, report
+
+
+def _stall(options: SinkOptions, partition_id: int) -> None:
+    """The stall fault: a straggler whose records are all sent (and, under exactly-once, whose transaction is
+    open); Spark kills it once a speculative copy of the task succeeded."""
+    log.warning("%s: task %d attempt 0 sent its records and now sleeps %d ms", STALL_FIRST_ATTEMPT_OPTION,
+                partition_id, options.stall_first_attempt_ms)
+    time.sleep(options.stall_first_attempt_ms / 1000)
 
 
 def _failed(report: DeliveryReport, partition_id: int, attempt: int) -> KafkaError:
