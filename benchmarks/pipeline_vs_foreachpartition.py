@@ -53,15 +53,18 @@ def send_partition_with_confluent(rows: Iterable[Any], bootstrap: str, topic: st
         raise RuntimeError(f"{remaining} records were not delivered within 120 s")
 
 
-def count_records(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0) -> int:
-    """Records in the topic, counted by reading every partition to its end with confluent-kafka.
+def count_records(bootstrap: str, topic: str, partitions: int, timeout: float = 300.0,
+                  isolation_level: str = "read_committed") -> int:
+    """Records in the topic, counted by reading every partition to its end with confluent-kafka (at
+    librdkafka's default isolation level, read_committed, unless told).
 
     (Not ListOffsets: Tansu reports the base offset of a partition's last batch as its end offset.)
     """
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{uuid.uuid4().hex[:6]}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "isolation.level": isolation_level})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     count, deadline = 0, time.monotonic() + timeout
     at_end: set[int] = set()
