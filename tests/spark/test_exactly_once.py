@@ -270,6 +270,58 @@ def test_a_streaming_query_restarted_at_every_point_writes_each_row_once(
     assert set(keys) == {f"f{i}-{n}".encode() for i in range(6) for n in range(per_file)}
 
 
+def test_micro_batches_reuse_one_producer_id_per_task(spark: Any, cluster: KafkaCluster, tmp_path: Path) -> None:
+    """Every micro-batch's task of Spark partition p initializes the same transactional id
+    ``sparkafka/<sink id>/p/0``: the broker keeps one producer id per task, whose epoch rises by one per
+    micro-batch (the task's InitProducerId; with Transactions V2 also the driver's EndTxn, KIP-890), and no
+    other id of the sink appears."""
+    import json
+
+    topic, sink_id = f"eo-ids-{uuid.uuid4().hex[:8]}", f"ids-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster.bootstrap, topic, 3)
+    src, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    src.mkdir()
+    partitions, per_file = 3, 300
+
+    def add_file(index: int) -> None:
+        lines = [json.dumps({"key": f"f{index}-{n}", "value": str(n)}) for n in range(per_file)]
+        (src / f"part-{index}.json").write_text("\n".join(lines) + "\n")
+
+    def run() -> None:
+        df = (spark.readStream.schema("key string, value string").option("maxFilesPerTrigger", 1)
+              .json(str(src)).repartition(partitions))
+        query = (df.writeStream.format("sparkafka").option("kafka.bootstrap.servers", cluster.bootstrap)
+                 .option("topic", topic).option("sparkafka.guarantee", "exactly_once")
+                 .option("sparkafka.sink.id", sink_id).option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        assert query.awaitTermination(180), "the query did not process the available files in 180 s"
+        assert query.exception() is None
+
+    ids = [transactional_id(sink_id, p, a) for p in range(partitions) for a in range(2)]
+
+    def describe() -> dict[str, tuple[int, int]]:
+        with TransactionFinisher({"bootstrap.servers": cluster.bootstrap}) as finisher:
+            return {t: (d.producer_id, d.producer_epoch) for t, d in finisher.describe(ids).items()
+                    if d.state is not None}
+
+    add_file(0)
+    run()  # micro-batch 0
+    before = describe()
+    for index in range(1, 4):
+        add_file(index)
+    run()  # micro-batches 1, 2, 3 of the restarted query
+    after = describe()
+    first_attempts = {transactional_id(sink_id, p, 0) for p in range(partitions)}
+    assert set(before) == set(after) == first_attempts  # no attempt-1 ids, nothing new per micro-batch
+    bumps = 1 if cluster.features.get("transaction.version") == 1 else 2
+    for tid in first_attempts:
+        assert after[tid][0] == before[tid][0], (tid, before[tid], after[tid])  # the same producer id
+        assert after[tid][1] - before[tid][1] == 3 * bumps, (tid, before[tid], after[tid])
+    records = consume_all(cluster.bootstrap, topic, expected_count=4 * per_file, timeout=90,
+                          isolation_level="read_committed")
+    assert len(records) == 4 * per_file == len({r.key for r in records})
+
+
 # ------------------------------------------------------------------------------------------ speculation
 
 JOB = Path(__file__).resolve().parent / "cluster_job.py"
