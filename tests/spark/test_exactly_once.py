@@ -374,6 +374,7 @@ def _speculative_job(standalone: StandaloneCluster, node: KafkaCluster, topic: s
     return job.result, kills
 
 
+@pytest.mark.timeout(900)  # a spark-submit and, the first time, the cluster's start: minutes when busy
 def test_speculative_attempts_are_written_exactly_once(standalone: StandaloneCluster, cluster: KafkaCluster,
                                                        tmp_path: Path) -> None:
     topic, sink_id = f"eo-spec-{uuid.uuid4().hex[:8]}", f"spec-{uuid.uuid4().hex[:8]}"
@@ -402,6 +403,7 @@ def test_speculative_attempts_are_written_exactly_once(standalone: StandaloneClu
     assert state in ("CompleteAbort", "Empty"), state  # aborted, or fenced after the abort (InitProducerId)
 
 
+@pytest.mark.timeout(900)  # a spark-submit and, the first time, the cluster's start: minutes when busy
 def test_speculative_attempts_at_least_once_write_the_partition_twice(standalone: StandaloneCluster,
                                                                       kafka: KafkaCluster, tmp_path: Path) -> None:
     topic = f"alo-spec-{uuid.uuid4().hex[:8]}"
