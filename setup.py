@@ -11,8 +11,8 @@ setup(
     ext_modules=[
         Extension(
             "sparkafka._accel",
-            sources=["src/sparkafka/_c/_accel.c", "src/sparkafka/_c/_send_lane.c"],
-            depends=["src/sparkafka/_c/_accel_common.h"],
+            sources=["src/sparkafka/_c/_accel.c", "src/sparkafka/_c/_append.c", "src/sparkafka/_c/_send_lane.c"],
+            depends=["src/sparkafka/_c/_accel_common.h", "src/sparkafka/_c/_append.h"],
             optional=True,
             extra_compile_args=["-O2"],
         )

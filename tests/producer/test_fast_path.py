@@ -71,7 +71,7 @@ def test_append_open_future_is_the_one_the_constructor_makes() -> None:
 
 @pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
 def test_append_open_builds_what_the_builder_builds(codec: CompressionType) -> None:
-    """append_open inlines RecordBatchBuilder.try_append_open (C variant): same bytes, sizes and
+    """append_open appends what RecordBatchBuilder.try_append_open appends: same bytes, sizes and
     refusals, also when a low compression-ratio estimate lets the records outgrow the pooled buffer."""
     acc = make(batch_size=1024, buffer_memory=1 << 20, compression=codec)
     cluster = FakeCluster.single_node()
@@ -150,6 +150,29 @@ def fast(batch: ProducerBatch, ts: int, key: bytes | None, value: bytes | None, 
     index = batch.try_append_open(ts, key, value, callback, ks, vs)
     assert index >= 0
     return FutureRecordMetadata(batch.result, index, ts, ks, vs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(-100, 10**6), st.none() | st.binary(max_size=40),
+                                  st.none() | st.binary(max_size=300), st.booleans()), min_size=1, max_size=60))
+def test_c_batch_append_matches_python(records: list[tuple[int, bytes | None, bytes | None, bool]]) -> None:
+    """ProducerBatch.try_append_open in C (sparkafka._accel.BatchState) and in Python: same indexes,
+    counts, appended_bytes, callback entries and bytes."""
+    if accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    c_batch, py_batch = make_batch(2048), make_batch(2048)
+    for batch in (c_batch, py_batch):
+        assert batch.try_append(TS, None, b"first", None, None, 0.0) is not None
+    callback = print
+    for ts, key, value, with_callback in records:
+        cb = callback if with_callback else None
+        ks, vs = -1 if key is None else len(key), -1 if value is None else len(value)
+        index = c_batch.try_append_open(TS + ts, key, value, cb, ks, vs)
+        assert index == py_batch._try_append_open_py(TS + ts, key, value, cb, ks, vs)
+        assert (c_batch.record_count, c_batch.appended_bytes, c_batch.builder.estimated_size_in_bytes) \
+            == (py_batch.record_count, py_batch.appended_bytes, py_batch.builder.estimated_size_in_bytes)
+    assert c_batch._callbacks == py_batch._callbacks
+    assert bytes(c_batch.close()) == bytes(py_batch.close())
 
 
 def test_fast_path_callbacks_get_metadata_in_append_order() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -32,15 +34,23 @@ def test_fast_append_matches_general_append_bytes_and_growth() -> None:
     assert [(r.timestamp, r.key, r.value) for r in decode_batch(fast.close(7, 1, 3, False)).records] == records
 
 
-@pytest.mark.parametrize("impl", ["_try_append_open_py", "_try_append_open_c"])
+def _rule(builder: RecordBatchBuilder, impl: str) -> Callable[[int, bytes | None, bytes | None], int]:
+    """The open-batch append rule in Python or in C (``sparkafka._accel.BuilderState``), bound to ``builder``."""
+    if impl == "python":
+        return builder._try_append_open_py
+    assert accel.ACCEL is not None
+    return functools.partial(accel.ACCEL.BuilderState.try_append_open, builder)
+
+
+@pytest.mark.parametrize("impl", ["python", "c"])
 def test_compressed_batch_takes_records_while_java_has_room_for_them(impl: str) -> None:
     """Java's hasRoomFor counts the next record uncompressed: estimate so far + record <= limit. With a
     0.5 ratio estimate (x 1.05) and 6,000-byte values a 16 KB batch takes 4 records (the 5th: 12,679 +
     6,009 > 16,384); the fast path used the estimate *after* the record (about 15,834 < 16,384): 5."""
-    if impl == "_try_append_open_c" and accel.ACCEL is None:
+    if impl == "c" and accel.ACCEL is None:
         pytest.skip("the C accelerator is not built")
     builder = RecordBatchBuilder(None, 16384, CompressionType.LZ4, None, 0.5)
-    append_open = getattr(builder, impl)
+    append_open = _rule(builder, impl)
     value = b"v" * 6000
     assert builder.try_append(TS, None, value, None) > 0
     taken = 1
@@ -203,7 +213,7 @@ def test_c_fast_append_matches_python(
     ts0, key0, value0 = records[0]
     assert py.try_append(TS + ts0, key0, value0, None) == c.try_append(TS + ts0, key0, value0, None)
     for ts, key, value in records[1:]:
-        assert py._try_append_open_py(TS + ts, key, value) == c._try_append_open_c(TS + ts, key, value)
+        assert py._try_append_open_py(TS + ts, key, value) == _rule(c, "c")(TS + ts, key, value)
         assert (py.estimated_size_in_bytes, py.record_count, py.uncompressed_bytes) == (
             c.estimated_size_in_bytes, c.record_count, c.uncompressed_bytes)
     assert bytes(py.close()) == bytes(c.close())

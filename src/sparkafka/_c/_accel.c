@@ -10,8 +10,6 @@
  *       one v2 record without headers written into the bytearray ``buf`` at ``pos`` (grown when
  *       needed): varint(size), attributes 0, varint(ts_delta), varint(offset_delta), key, value,
  *       0 headers. ``size`` (the body size the caller accounted) is checked against what is written.
- *   append_open(buf, pooled, pos, n, ts_delta, key, value, uncompressed, factor, write_limit) -> total
- *       the size check and write of RecordBatchBuilder.try_append_open in one call (see below).
  *   append_tails(buf, pooled, pos, n, ts_delta, offsets, data, start, stop, uncompressed, estimate,
  *                factor, write_limit) -> (count, written)
  *       RecordBatchBuilder.append_tails: many records from pre-encoded tails (the bulk Arrow path).
@@ -26,6 +24,9 @@
  *       buffer is read-only (Arrow IPC data as Spark hands it over); writable ones keep the GIL.
  *   run_success_callbacks(callbacks, metadata_type, topic, partition, base, base_ts, log_append_time, report)
  *       the callbacks of a successful batch, each with its RecordMetadata (see below).
+ *   BuilderState, BatchState (_append.c): the state the open-batch append reads and changes, and the
+ *       rule (RecordBatchBuilder.try_append_open, ProducerBatch.try_append_open); _append.h is the
+ *       interface between the producer and the C code.
  *   SendLane (_send_lane.c): KafkaProducer.send() for the common record in one C call.
  */
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #include "_accel_common.h"
+#include "_append.h"
 
 /* The divisor of (h & 0x7fffffff) % n for a count n >= 1 as a uint32: a count above 2^31 - 1 is larger
  * than any positive hash, so 2^31 gives the same result (a plain cast made 2^32 divide by zero). */
@@ -81,41 +83,6 @@ static PyObject *accel_partition_for_key(PyObject *self, PyObject *const *args, 
 }
 
 /* ---- record encoding ------------------------------------------------------------------------- */
-
-/* A key or value: bytes (fast), None (-1 length) or another buffer. */
-typedef struct {
-    const char *buf;
-    Py_ssize_t len; /* -1 for None */
-    Py_buffer view;
-    int has_view;
-} field_t;
-
-static int get_field(PyObject *obj, field_t *f) {
-    f->has_view = 0;
-    if (obj == Py_None) {
-        f->buf = NULL;
-        f->len = -1;
-        return 0;
-    }
-    if (PyBytes_CheckExact(obj)) {
-        f->buf = PyBytes_AS_STRING(obj);
-        f->len = PyBytes_GET_SIZE(obj);
-        return 0;
-    }
-    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0)
-        return -1;
-    f->has_view = 1;
-    f->buf = (const char *)f->view.buf;
-    f->len = f->view.len;
-    return 0;
-}
-
-static void release_field(field_t *f) {
-    if (f->has_view) {
-        PyBuffer_Release(&f->view);
-        f->has_view = 0;
-    }
-}
 
 /* write_record(buf, pos, size, ts_delta, offset_delta, key, value) -> end
  * Writes one record without headers into the bytearray ``buf`` at ``pos`` (which must be <= len(buf));
@@ -167,84 +134,6 @@ static PyObject *accel_write_record(PyObject *self, PyObject *const *args, Py_ss
         goto done;
     put_record(PyByteArray_AS_STRING(buf) + pos, size, ts_delta, offset_delta, key.buf, key.len, value.buf, value.len);
     result = PyLong_FromSsize_t(end);
-done:
-    release_field(&key);
-    release_field(&value);
-    return result;
-}
-
-/* append_open(buf, pooled, pos, n, ts_delta, key, value, uncompressed, factor, write_limit) -> total
- * RecordBatchBuilder.try_append_open's size check and write in one call: the record (no headers,
- * offset delta n >= 1) is written at ``pos`` only if the batch stays below ``write_limit`` afterwards
- * (estimate 61 + uncompressed, scaled by ``factor`` when it is not 0). Returns the record's encoded
- * size, -1 if it would fill the batch (nothing written), or -2 if it would run past the end of a
- * pooled buffer (which is never grown; nothing written). */
-static PyObject *accel_append_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "append_open takes 10 arguments");
-        return NULL;
-    }
-    PyObject *buf = args[0];
-    if (!PyByteArray_Check(buf)) {
-        PyErr_SetString(PyExc_TypeError, "append_open: buf must be a bytearray");
-        return NULL;
-    }
-    int pooled = PyObject_IsTrue(args[1]);
-    if (pooled < 0)
-        return NULL;
-    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    long long n = PyLong_AsLongLong(args[3]);
-    if (n == -1 && PyErr_Occurred())
-        return NULL;
-    long long ts_delta = PyLong_AsLongLong(args[4]);
-    if (ts_delta == -1 && PyErr_Occurred())
-        return NULL;
-    long long uncompressed = PyLong_AsLongLong(args[7]);
-    if (uncompressed == -1 && PyErr_Occurred())
-        return NULL;
-    double factor = PyFloat_AsDouble(args[8]);
-    if (factor == -1.0 && PyErr_Occurred())
-        return NULL;
-    long long limit = PyLong_AsLongLong(args[9]);
-    if (limit == -1 && PyErr_Occurred())
-        return NULL;
-    if (pos < 0 || pos > PyByteArray_GET_SIZE(buf) || n < 1) {
-        PyErr_SetString(PyExc_ValueError, "append_open: bad position or record count");
-        return NULL;
-    }
-    field_t key, value;
-    if (get_field(args[5], &key) < 0)
-        return NULL;
-    if (get_field(args[6], &value) < 0) {
-        release_field(&key);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    Py_ssize_t body = record_body_size(ts_delta, n, key.len, value.len);
-    Py_ssize_t total = varint_len(body) + body;
-    long long after = uncompressed + total;
-    /* Python computes 61 + int(after * factor): a double product truncated toward zero */
-    long long estimate = 61 + (factor != 0.0 ? (long long)((double)after * factor) : after);
-    /* ... and when compressing at most MAX_UNCOMPRESSED_RATIO (2, builder.py) x the limit of uncompressed bytes,
-     * and Java's hasRoomFor: the estimate so far plus the record uncompressed must fit */
-    long long before = 61 + (factor != 0.0 ? (long long)((double)uncompressed * factor) : uncompressed);
-    if (estimate >= limit || (factor != 0.0 && (before + total > limit || after > 2 * limit))) {
-        result = PyLong_FromLong(-1);
-        goto done;
-    }
-    Py_ssize_t end = pos + total;
-    if (end > PyByteArray_GET_SIZE(buf)) {
-        if (pooled) {
-            result = PyLong_FromLong(-2);
-            goto done;
-        }
-        if (PyByteArray_Resize(buf, end) < 0)
-            goto done;
-    }
-    put_record(PyByteArray_AS_STRING(buf) + pos, body, ts_delta, n, key.buf, key.len, value.buf, value.len);
-    result = PyLong_FromSsize_t(total);
 done:
     release_field(&key);
     release_field(&value);
@@ -701,8 +590,6 @@ static PyMethodDef accel_methods[] = {
      "(murmur2(key) & 0x7fffffff) % num_partitions"},
     {"write_record", (PyCFunction)(void (*)(void))accel_write_record, METH_FASTCALL,
      "Write one record without headers into a bytearray at a position; returns the end."},
-    {"append_open", (PyCFunction)(void (*)(void))accel_append_open, METH_FASTCALL,
-     "Size check and write of RecordBatchBuilder.try_append_open in one call."},
     {"append_tails", (PyCFunction)(void (*)(void))accel_append_tails, METH_FASTCALL,
      "Append records from pre-encoded tails while they fit (RecordBatchBuilder.append_tails)."},
     {"partitions_for_offsets", (PyCFunction)(void (*)(void))accel_partitions_for_offsets, METH_FASTCALL,
@@ -720,7 +607,7 @@ static struct PyModuleDef accel_module = {
 
 PyMODINIT_FUNC PyInit__accel(void) {
     PyObject *module = PyModule_Create(&accel_module);
-    if (module != NULL && sparkafka_add_send_lane(module) < 0)
+    if (module != NULL && (sparkafka_add_append_types(module) < 0 || sparkafka_add_send_lane(module) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -1,4 +1,5 @@
-/* Shared by the C accelerator's two sources (_accel.c, _send_lane.c): murmur2, varints, one record.
+/* Shared by the C accelerator's sources (_accel.c, _append.c, _send_lane.c): murmur2, varints, one record,
+ * key and value arguments.
  *
  * How it works: plain static inline functions, so each source gets its own copy and the compiler
  * inlines them into the record loops; no state.
@@ -94,6 +95,41 @@ static inline char *put_record(char *p, Py_ssize_t body, int64_t ts_delta, int64
     p = put_varint(p, ts_delta);
     p = put_varint(p, offset_delta);
     return put_tail(p, k, klen, v, vlen);
+}
+
+/* A key or value: bytes (fast), None (-1 length) or another buffer. */
+typedef struct {
+    const char *buf;
+    Py_ssize_t len; /* -1 for None */
+    Py_buffer view;
+    int has_view;
+} field_t;
+
+static inline int get_field(PyObject *obj, field_t *f) {
+    f->has_view = 0;
+    if (obj == Py_None) {
+        f->buf = NULL;
+        f->len = -1;
+        return 0;
+    }
+    if (PyBytes_CheckExact(obj)) {
+        f->buf = PyBytes_AS_STRING(obj);
+        f->len = PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0)
+        return -1;
+    f->has_view = 1;
+    f->buf = (const char *)f->view.buf;
+    f->len = f->view.len;
+    return 0;
+}
+
+static inline void release_field(field_t *f) {
+    if (f->has_view) {
+        PyBuffer_Release(&f->view);
+        f->has_view = 0;
+    }
 }
 
 /* The send lane type (_send_lane.c), added to the module by PyInit__accel. */

@@ -52,11 +52,7 @@ from sparkafka.producer.cow_map import CopyOnWriteMap
 from sparkafka.producer.future import FutureRecordMetadata, ProduceRequestResult, RecordCallback
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.record.builder import (
-    RecordBatchBuilder,
-    _c_append_open,
-    estimate_batch_size_upper_bound,
-)
+from sparkafka.record.builder import RecordBatchBuilder, estimate_batch_size_upper_bound
 from sparkafka.record.compression import NO_COMPRESSION, CompressionType
 from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
 
@@ -362,45 +358,11 @@ class RecordAccumulator:
             if not dq or self._closed or (sticky is not None and partitioner._info is not sticky):
                 return None
             batch = dq[-1]
-            # ProducerBatch.try_append_open and, with the C accelerator,
-            # RecordBatchBuilder._try_append_open_c inlined (two Python calls less per record): keep
-            # them in step. ``appended_bytes`` is not set: only ``append``/``_append`` read it, right
-            # after their own ``try_append`` set it.
-            builder = batch.builder
-            n = builder.record_count
-            ts_delta = timestamp - builder._base_timestamp
-            if _c_append_open is None or not n or builder._appends_closed:
-                grown = builder.try_append_open(timestamp, key, value)
-                if grown < 0:
-                    return None
-            else:
-                buf = builder._buf
-                pos = builder._pos
-                uncompressed = builder.uncompressed_bytes
-                factor = builder._ratio_factor
-                total = _c_append_open(buf, buf is builder._buffer, pos, n, ts_delta, key, value, uncompressed,
-                                       factor, builder._write_limit)
-                if total >= 0:
-                    builder._pos = pos + total
-                    uncompressed += total
-                    builder.uncompressed_bytes = uncompressed
-                    new = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
-                    grown = new - builder.estimated_size_in_bytes
-                    builder.estimated_size_in_bytes = new
-                    builder.record_count = n + 1
-                    if timestamp > builder._max_timestamp:
-                        builder._max_timestamp = timestamp
-                elif total == -1:  # it would fill the batch
-                    return None
-                else:  # -2: it would run past the pooled buffer; the Python version moves the records
-                    grown = builder._try_append_open_py(timestamp, key, value)
-                    if grown < 0:
-                        return None
-            index = batch.record_count
-            batch.record_count = index + 1
-            if callback is not None:
-                batch._callbacks.extend((callback, index, ts_delta, key_size, value_size))
+            index = batch.try_append_open(timestamp, key, value, callback, key_size, value_size)
+            if index < 0:
+                return None
             if sticky is not None:
+                grown = batch.appended_bytes
                 produced = sticky.produced_bytes + grown
                 if produced < partitioner.double_batch_size:
                     sticky.produced_bytes = produced

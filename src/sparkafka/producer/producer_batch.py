@@ -3,23 +3,25 @@
 How it works: the batch wraps a ``RecordBatchBuilder`` (which keeps the appended records and encodes
 them once, at ``close``) and a ``ProduceRequestResult`` shared by the futures of its records.
 ``try_append`` returns a ``FutureRecordMetadata`` (or None when the batch has no room); records that
-have a callback are remembered in one flat list, five slots each: ``callback, index,
-timestamp_delta, key_size, value_size`` (``try_append``, and ``try_append_open``, the producer's
-fast path: no headers, refuses the record that would fill the batch, does not touch
-``last_append_ms``); only the batches a split makes hold ``callback, future, 0, 0, 0`` entries
-(futures of the batch they came from). So a batch keeps no object per record alive besides plain
-ints (the record itself is already encoded by the builder, and the future is freed as soon as the
-caller drops it), and a callback's metadata is built from those ints at completion without a type
-check per record. With the accelerator that list is one the cyclic garbage collector does not track
-(it would walk every slot of every batch in the accumulator on each collection); completion drops it. The
-Sender drives the rest of the life cycle: ``close`` when drained (idempotent), ``set_producer_state``
-for idempotence (before close it is passed to the builder, after close the header is patched and the
-CRC redone), ``reenqueued`` for retries, and ``done``/``abort`` exactly once — the first completion
-wins, the result is published, then callbacks run in append order (each guarded, so one raising
-callback does not stop the others; a successful batch builds each ``RecordMetadata`` straight from
-the batch result), then waiters are released. A batch the broker rejects as too large is ``split`` into new batches
-built outside the buffer pool from the same records; the old result redirects every record to its
-new batch, so user futures and callbacks complete from there.
+have a callback are remembered in one flat list, five slots each: ``callback, index, timestamp_delta,
+key_size, value_size`` (``try_append``, and ``try_append_open``, the producer's fast path: the
+open-batch append rule of ``RecordBatchBuilder.try_append_open``, then the record's index and callback
+entry; no headers, refuses the record that would fill the batch, does not touch ``last_append_ms``; with
+the accelerator it is ``sparkafka._accel.BatchState.try_append_open``, the same in C, whose attributes
+are this class's base, ``_c/_append.h``); only the batches a split makes hold ``callback, future, 0, 0,
+0`` entries (futures of the batch they came from). So a batch keeps no object per record alive besides
+plain ints (the record itself is already encoded by the builder, and the future is freed as soon as the
+caller drops it), and a callback's metadata is built from those ints at completion without a type check
+per record. With the accelerator that list is one the cyclic garbage collector does not track (it would
+walk every slot of every batch in the accumulator on each collection); completion drops it. The Sender
+drives the rest of the life cycle: ``close`` when drained (idempotent), ``set_producer_state`` for
+idempotence (before close it is passed to the builder, after close the header is patched and the CRC
+redone), ``reenqueued`` for retries, and ``done``/``abort`` exactly once — the first completion wins,
+the result is published, then callbacks run in append order (each guarded, so one raising callback does
+not stop the others; a successful batch builds each ``RecordMetadata`` straight from the batch result),
+then waiters are released. A batch the broker rejects as too large is ``split`` into new batches built
+outside the buffer pool from the same records; the old result redirects every record to its new batch,
+so user futures and callbacks complete from there.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sparkafka._types import Headers, TopicPartition
 from sparkafka.accel import ACCEL
@@ -80,18 +83,34 @@ _FAILED = FinalState.FAILED
 _ABORTED = FinalState.ABORTED
 
 
-class ProducerBatch:
+class _BatchStatePy:
+    """The batch's part of the open-batch append, for builds without the accelerator: the attributes of
+    ``sparkafka._accel.BatchState`` (``_c/_append.h`` documents each)."""
+
+    __slots__ = ("_callbacks", "appended_bytes", "builder", "record_count", "result")
+
+    _callbacks: list[object]
+    appended_bytes: int
+    builder: RecordBatchBuilder
+    record_count: int
+    result: ProduceRequestResult
+
+
+if TYPE_CHECKING:
+    _BatchState = _BatchStatePy
+else:
+    _BatchState = _BatchStatePy if ACCEL is None else ACCEL.BatchState
+
+
+class ProducerBatch(_BatchState):
     """Records bound for one partition, sent together in one Produce request."""
 
     __slots__ = (
-        "_callbacks",
         "_wire",
-        "appended_bytes",
         "attempts",
         "attempts_when_leader_last_changed",
         "base_sequence",
         "buffer",
-        "builder",
         "created_ms",
         "current_leader_epoch",
         "drained_ms",
@@ -106,9 +125,7 @@ class ProducerBatch:
         "pooled",
         "producer_epoch",
         "producer_id",
-        "record_count",
         "reopened",
-        "result",
         "retry",
         "retry_backoff_ms",
         "tp",
@@ -182,7 +199,7 @@ class ProducerBatch:
         self.last_append_ms = now
         return FutureRecordMetadata(self.result, index, timestamp, key_size, value_size)
 
-    def try_append_open(
+    def _try_append_open_py(
         self,
         timestamp: int,
         key: bytes | None,
@@ -194,17 +211,21 @@ class ProducerBatch:
         """The fast path (``RecordBatchBuilder.try_append_open``): append a record without headers
         that leaves the batch open (not full) and return its index, or -1 if it does not fit that way.
         Makes no future (the caller makes it, outside its lock: ``FutureRecordMetadata(batch.result,
-        index, timestamp, key_size, value_size)``). ``appended_bytes`` is set.
-        ``RecordAccumulator.append_open`` inlines this method: keep the two in step."""
-        grown = self.builder.try_append_open(timestamp, key, value)
+        index, timestamp, key_size, value_size)``). ``appended_bytes`` is set."""
+        builder = self.builder
+        grown = builder.try_append_open(timestamp, key, value)
         if grown < 0:
             return -1
         self.appended_bytes = grown
         index = self.record_count
         self.record_count = index + 1
         if callback is not None:
-            self._callbacks += (callback, index, timestamp - self.builder.base_timestamp, key_size, value_size)
+            self._callbacks += (callback, index, timestamp - builder._base_timestamp, key_size, value_size)
         return index
+
+    if ACCEL is None:
+        try_append_open = _try_append_open_py
+    # else BatchState.try_append_open: the same in C (tests/producer/test_fast_path.py compares them)
 
     @property
     def callbacks(self) -> list[tuple[RecordCallback, FutureRecordMetadata]] | None:

@@ -9,12 +9,16 @@ instead of the caller's key and value objects means a batch holds no Python obje
 ``struct.pack_into`` in front of them and take one CRC-32C over bytes [21, end), without copying
 the records when they are not compressed. A record is encoded with precomputed varint tables (one
 ``b"".join``), or by the optional C accelerator (``sparkafka.accel``) when it is built.
-``try_append_open`` is the producer's fast path: no headers, and it refuses a record that would
-fill the batch, so the caller knows the batch is still open without asking. Size accounting follows
-Java's ``MemoryRecordsBuilder`` (exact uncompressed record sizes, ``61 + uncompressed * ratio *
-1.05`` when compressing, the first record always fits; when compressing a batch also stops at
-``MAX_UNCOMPRESSED_RATIO`` times its limit in uncompressed bytes). ``records`` decodes the stored records
-(for splitting a batch the broker rejected as too large).
+``try_append_open`` is the producer's fast path, the open-batch append rule: no headers, and it refuses
+a record that would fill the batch, so the caller knows the batch is still open without asking. Its
+state (buffer, position, counts, sizes, limit, timestamps, closed flag) is a base class:
+``sparkafka._accel.BuilderState`` with the accelerator, whose ``try_append_open`` is the rule in C
+(``_c/_append.h``, the interface the C code shares with the producer), else ``_BuilderStatePy`` here
+with the same attributes, and ``try_append_open`` is ``_try_append_open_py``, the rule in Python. Size
+accounting follows Java's ``MemoryRecordsBuilder`` (exact uncompressed record sizes, ``61 + uncompressed
+* ratio * 1.05`` when compressing, the first record always fits; when compressing a batch also stops at
+``MAX_UNCOMPRESSED_RATIO`` times its limit in uncompressed bytes). ``records`` decodes the stored
+records (for splitting a batch the broker rejected as too large).
 
 ``set_producer_state`` rewrites producer id, epoch, base sequence and the transactional bit of a
 closed batch (and its CRC) for renumbering after an epoch bump.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from sparkafka._types import Headers
 from sparkafka.accel import ACCEL
@@ -165,8 +170,6 @@ def _encode_record_with_headers(buf: bytearray, pos: int, size: int, ts_delta: i
 _encode_record: Callable[[bytearray, int, int, int, int, bytes | None, bytes | None], int] = (
     _encode_record_py if ACCEL is None else ACCEL.write_record)
 """Writes one record without headers (the C version when the accelerator is built)."""
-_c_append_open: Callable[..., int] | None = None if ACCEL is None else ACCEL.append_open
-"""``sparkafka._accel.append_open`` when the accelerator is built."""
 _c_append_tails: Callable[..., tuple[int, int]] | None = getattr(ACCEL, "append_tails", None)
 """``sparkafka._accel.append_tails`` when the accelerator is built."""
 
@@ -200,14 +203,36 @@ def _finish_batch(
     return view
 
 
-class RecordBatchBuilder:
+class _BuilderStatePy:
+    """The state the open-batch append reads and changes, for builds without the accelerator: the
+    attributes of ``sparkafka._accel.BuilderState`` (``_c/_append.h`` documents each)."""
+
+    __slots__ = ("_appends_closed", "_base_timestamp", "_buf", "_buffer", "_max_timestamp", "_pos", "_ratio_factor",
+                 "_write_limit", "estimated_size_in_bytes", "record_count", "uncompressed_bytes")
+
+    _appends_closed: bool
+    _base_timestamp: int
+    _buf: bytearray
+    _buffer: bytearray | None
+    _max_timestamp: int
+    _pos: int
+    _ratio_factor: float
+    _write_limit: int
+    estimated_size_in_bytes: int
+    record_count: int
+    uncompressed_bytes: int
+
+
+if TYPE_CHECKING:
+    _BuilderState = _BuilderStatePy
+else:
+    _BuilderState = _BuilderStatePy if ACCEL is None else ACCEL.BuilderState
+
+
+class RecordBatchBuilder(_BuilderState):
     """Encodes records for one partition into one v2 batch (see the module docstring)."""
 
-    __slots__ = (
-        "_appends_closed", "_base_timestamp", "_buf", "_buffer", "_built", "_built_state", "_compression",
-        "_compression_level", "_max_timestamp", "_pos", "_ratio_factor", "_write_limit",
-        "actual_compression_ratio", "estimated_size_in_bytes", "record_count", "uncompressed_bytes",
-    )
+    __slots__ = ("_built", "_built_state", "_compression", "_compression_level", "actual_compression_ratio")
 
     def __init__(
         self,
@@ -310,10 +335,10 @@ class RecordBatchBuilder:
         return new - old if n else new
 
     def _try_append_open_py(self, timestamp: int, key: bytes | None, value: bytes | None) -> int:
-        """``try_append`` of a record without headers to a batch that has records, refusing (-1) also
-        when the record would make the batch full: on success ``is_full()`` is still False. The
-        producer's fast path; the record that fills a batch goes through ``try_append``. With the C
-        accelerator the size check and the write are one C call (``_try_append_open_c``)."""
+        """The open-batch append rule in Python (the C one: ``_c/_append.h``): ``try_append`` of a record
+        without headers to a batch that has records, refusing (-1) also when the record would make the
+        batch full, so on success ``is_full()`` is still False. The producer's fast path; the record
+        that fills a batch goes through ``try_append``. Returns the growth of the size estimate."""
         n = self.record_count
         if self._appends_closed or not n:
             return -1
@@ -351,32 +376,9 @@ class RecordBatchBuilder:
             self._max_timestamp = timestamp
         return new - old
 
-    def _try_append_open_c(self, timestamp: int, key: bytes | None, value: bytes | None) -> int:
-        """``try_append_open`` with ``sparkafka._accel.append_open`` (same results, tested against it)."""
-        n = self.record_count
-        if self._appends_closed or not n:
-            return -1
-        buf = self._buf
-        pos = self._pos
-        uncompressed = self.uncompressed_bytes
-        factor = self._ratio_factor
-        total = _c_append_open(buf, buf is self._buffer, pos, n,  # type: ignore[misc]
-                               timestamp - self._base_timestamp, key, value, uncompressed, factor,
-                               self._write_limit)
-        if total < 0:  # -1: it would fill the batch; -2: it would overflow the pooled buffer
-            return -1 if total == -1 else self._try_append_open_py(timestamp, key, value)
-        self._pos = pos + total
-        uncompressed += total
-        self.uncompressed_bytes = uncompressed
-        new = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
-        old = self.estimated_size_in_bytes
-        self.estimated_size_in_bytes = new
-        self.record_count = n + 1
-        if timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        return new - old
-
-    try_append_open = _try_append_open_py if _c_append_open is None else _try_append_open_c
+    if ACCEL is None:
+        try_append_open = _try_append_open_py
+    # else the C rule, BuilderState.try_append_open (same results: tests/record/test_builder_fast_append.py)
 
     def is_full(self) -> bool:
         """Java ``isFull``: appends are closed, or at least one record and the estimate reached the limit."""

@@ -1,0 +1,401 @@
+/* The open-batch append in C: the state types and the rule that ``_append.h`` declares (read it first).
+ *
+ * How it works: each state type is a plain struct of object fields with a member per field, so Python
+ * subclasses read and write them like ``__slots__``; the types hold no logic besides the rule:
+ * ``BuilderState.try_append_open`` (what ``RecordBatchBuilder.try_append_open`` is with the accelerator)
+ * and ``BatchState.try_append_open`` (``ProducerBatch.try_append_open``) plan and commit through the
+ * same functions. The fields start unset; the Python ``__init__`` sets them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include "_accel_common.h"
+#include "_append.h"
+
+/* ---- the state types ------------------------------------------------------------------------- */
+
+/* Every field is an object pointer after the header: one traverse, clear and dealloc per type. */
+#define STATE_FIELDS(obj) ((PyObject **)((char *)(obj) + sizeof(PyObject)))
+#define STATE_COUNT(type) ((Py_ssize_t)((sizeof(type) - sizeof(PyObject)) / sizeof(PyObject *)))
+
+#define STATE_GC(type)                                                                                   \
+    static int type##_traverse(PyObject *self, visitproc visit, void *arg) {                           \
+        PyObject **f = STATE_FIELDS(self);                                                              \
+        for (Py_ssize_t i = 0; i < STATE_COUNT(type); i++)                                              \
+            Py_VISIT(f[i]);                                                                             \
+        return 0;                                                                                       \
+    }                                                                                                   \
+    static int type##_clear(PyObject *self) {                                                           \
+        PyObject **f = STATE_FIELDS(self);                                                              \
+        for (Py_ssize_t i = 0; i < STATE_COUNT(type); i++)                                              \
+            Py_CLEAR(f[i]);                                                                             \
+        return 0;                                                                                       \
+    }                                                                                                   \
+    static void type##_dealloc(PyObject *self) {                                                        \
+        PyTypeObject *tp = Py_TYPE(self);                                                               \
+        PyObject_GC_UnTrack(self);                                                                      \
+        type##_clear(self);                                                                             \
+        tp->tp_free(self);                                                                              \
+    }
+
+STATE_GC(BuilderState)
+STATE_GC(BatchState)
+
+#define FIELD(type, name, member, doc) {name, T_OBJECT_EX, offsetof(type, member), 0, doc}
+
+static PyMemberDef builder_members[] = {
+    FIELD(BuilderState, "_buf", buf, "The bytearray the records are written to, from byte 61."),
+    FIELD(BuilderState, "_buffer", buffer, "The caller's (pooled) buffer: written in place, never resized."),
+    FIELD(BuilderState, "_pos", pos, "End of the records written so far."),
+    FIELD(BuilderState, "record_count", record_count, "Records appended."),
+    FIELD(BuilderState, "uncompressed_bytes", uncompressed_bytes, "Encoded size of the records before compression."),
+    FIELD(BuilderState, "estimated_size_in_bytes", estimated_size, "Java's estimatedSizeInBytes."),
+    FIELD(BuilderState, "_write_limit", write_limit, "The batch's write limit."),
+    FIELD(BuilderState, "_ratio_factor", ratio_factor, "Ratio estimate x 1.05; 0.0 without compression."),
+    FIELD(BuilderState, "_base_timestamp", base_timestamp, "The first record's timestamp."),
+    FIELD(BuilderState, "_max_timestamp", max_timestamp, "The largest record timestamp (-1 if empty)."),
+    FIELD(BuilderState, "_appends_closed", appends_closed, "True once appends are refused."),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMemberDef batch_members[] = {
+    FIELD(BatchState, "builder", builder, "The batch's RecordBatchBuilder."),
+    FIELD(BatchState, "record_count", record_count, "Records appended."),
+    FIELD(BatchState, "_callbacks", callbacks, "Five entries per record with a callback."),
+    FIELD(BatchState, "result", result, "The ProduceRequestResult the records' futures share."),
+    FIELD(BatchState, "appended_bytes", appended_bytes, "Growth of the size estimate by the last append."),
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* ---- the rule -------------------------------------------------------------------------------- */
+
+/* An exact int that fits a long long (no exception either way). */
+static inline int as_ll(PyObject *v, long long *out) {
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return !overflow;
+}
+
+static inline int refuse_bad(append_plan_t *plan, PyObject *owner, const char *field) {
+    plan->bad_owner = owner;
+    plan->bad = field;
+    return -1;
+}
+
+int sparkafka_builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ssize_t vlen, append_plan_t *p) {
+    p->bad = NULL;
+    p->bad_owner = NULL;
+    if (b->appends_closed == Py_True)
+        return 0;
+    if (b->appends_closed != Py_False)
+        return refuse_bad(p, (PyObject *)b, "_appends_closed");
+    if (!as_ll(b->record_count, &p->n))
+        return refuse_bad(p, (PyObject *)b, "record_count");
+    if (p->n < 1)
+        return 0; /* the first record of a batch goes through try_append */
+    long long pos, uncompressed, estimate, limit, base_ts, max_ts;
+    if (!as_ll(b->pos, &pos))
+        return refuse_bad(p, (PyObject *)b, "_pos");
+    if (!as_ll(b->uncompressed_bytes, &uncompressed))
+        return refuse_bad(p, (PyObject *)b, "uncompressed_bytes");
+    if (!as_ll(b->estimated_size, &estimate))
+        return refuse_bad(p, (PyObject *)b, "estimated_size_in_bytes");
+    if (!as_ll(b->write_limit, &limit))
+        return refuse_bad(p, (PyObject *)b, "_write_limit");
+    if (!as_ll(b->base_timestamp, &base_ts))
+        return refuse_bad(p, (PyObject *)b, "_base_timestamp");
+    if (!as_ll(b->max_timestamp, &max_ts))
+        return refuse_bad(p, (PyObject *)b, "_max_timestamp");
+    double factor;
+    PyObject *f = b->ratio_factor;
+    if (f != NULL && PyFloat_CheckExact(f)) {
+        factor = PyFloat_AS_DOUBLE(f);
+    } else if (f != NULL && PyLong_CheckExact(f)) {
+        factor = PyLong_AsDouble(f);
+        if (factor == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return refuse_bad(p, (PyObject *)b, "_ratio_factor");
+        }
+    } else {
+        return refuse_bad(p, (PyObject *)b, "_ratio_factor");
+    }
+    PyObject *buf = b->buf;
+    if (buf == NULL || !PyByteArray_CheckExact(buf))
+        return refuse_bad(p, (PyObject *)b, "_buf");
+    if (b->buffer == NULL)
+        return refuse_bad(p, (PyObject *)b, "_buffer");
+    if (pos < 0 || pos > PyByteArray_GET_SIZE(buf))
+        return refuse_bad(p, (PyObject *)b, "_pos");
+    if (uncompressed < 0 || limit < 0 || !(factor >= 0.0 && factor < 1e6))
+        return 0; /* sizes no batch has: the general path decides */
+    long long ts_delta;
+    if (__builtin_sub_overflow(ts, base_ts, &ts_delta))
+        return 0; /* not a varlong: the general path decides */
+    p->ts = ts;
+    p->ts_delta = ts_delta;
+    p->new_max = ts > max_ts;
+    p->body = record_body_size(ts_delta, p->n, klen, vlen);
+    p->total = varint_len(p->body) + p->body;
+    p->uncompressed = uncompressed + p->total;
+    /* Python: 61 + int(uncompressed * factor) when compressing (a double product truncated toward zero) */
+    p->estimate = RECORD_BATCH_OVERHEAD + (factor != 0.0 ? (long long)((double)p->uncompressed * factor) : p->uncompressed);
+    if (p->estimate >= limit
+        || (factor != 0.0 && (estimate + p->total > limit /* Java's hasRoomFor */
+                              || p->uncompressed - limit > (MAX_UNCOMPRESSED_RATIO - 1) * limit)))
+        return 0;
+    p->grown = p->estimate - estimate;
+    p->buf = buf;
+    p->pos = (Py_ssize_t)pos;
+    p->end = p->pos + p->total;
+    p->to_private = p->end > PyByteArray_GET_SIZE(buf) && buf == b->buffer;
+    return 1;
+}
+
+int sparkafka_batch_plan(BatchState *batch, long long ts, Py_ssize_t klen, Py_ssize_t vlen, append_plan_t *p) {
+    p->bad = NULL;
+    p->bad_owner = NULL;
+    if (batch->builder == NULL || !PyObject_TypeCheck(batch->builder, &BuilderStateType))
+        return refuse_bad(p, (PyObject *)batch, "builder");
+    if (batch->callbacks == NULL || !PyList_CheckExact(batch->callbacks))
+        return refuse_bad(p, (PyObject *)batch, "_callbacks");
+    if (batch->result == NULL)
+        return refuse_bad(p, (PyObject *)batch, "result");
+    if (!as_ll(batch->record_count, &p->index))
+        return refuse_bad(p, (PyObject *)batch, "record_count");
+    return sparkafka_builder_plan((BuilderState *)batch->builder, ts, klen, vlen, p);
+}
+
+/* The builder's new field values, made before anything changes. */
+typedef struct {
+    PyObject *pos, *uncompressed, *estimate, *count, *max_ts, *buf;
+} builder_update_t;
+
+static void update_clear(builder_update_t *u) {
+    Py_CLEAR(u->pos);
+    Py_CLEAR(u->uncompressed);
+    Py_CLEAR(u->estimate);
+    Py_CLEAR(u->count);
+    Py_CLEAR(u->max_ts);
+    Py_CLEAR(u->buf);
+}
+
+/* The new values, and room for the record: a private buffer grows (bytes past _pos are not part of the
+ * batch, so a larger one changes nothing visible), records past the pooled buffer move to a new one. */
+static int builder_prepare(const append_plan_t *p, builder_update_t *u) {
+    *u = (builder_update_t){NULL, NULL, NULL, NULL, NULL, NULL};
+    u->pos = PyLong_FromSsize_t(p->end);
+    u->uncompressed = PyLong_FromLongLong(p->uncompressed);
+    u->estimate = PyLong_FromLongLong(p->estimate);
+    u->count = PyLong_FromLongLong(p->n + 1);
+    u->max_ts = p->new_max ? PyLong_FromLongLong(p->ts) : NULL;
+    if (u->pos == NULL || u->uncompressed == NULL || u->estimate == NULL || u->count == NULL
+        || (p->new_max && u->max_ts == NULL))
+        goto fail;
+    if (p->to_private) { /* record/builder.py _target: the records so far, in a bytearray of our own */
+        u->buf = PyByteArray_FromStringAndSize(NULL, p->end);
+        if (u->buf == NULL)
+            goto fail;
+        memcpy(PyByteArray_AS_STRING(u->buf), PyByteArray_AS_STRING(p->buf), (size_t)p->pos);
+    } else if (p->end > PyByteArray_GET_SIZE(p->buf) && PyByteArray_Resize(p->buf, p->end) < 0) {
+        goto fail;
+    }
+    return 0;
+fail:
+    update_clear(u);
+    return -1;
+}
+
+static inline void set_field(PyObject **field, PyObject *value /* stolen */) {
+    PyObject *old = *field;
+    *field = value;
+    Py_XDECREF(old); /* an int or the pooled bytearray (still held by _buffer): no code runs */
+}
+
+static void builder_apply(BuilderState *b, const append_plan_t *p, builder_update_t *u, const char *key,
+                          Py_ssize_t klen, const char *value, Py_ssize_t vlen) {
+    PyObject *buf = u->buf != NULL ? u->buf : p->buf;
+    put_record(PyByteArray_AS_STRING(buf) + p->pos, p->body, p->ts_delta, p->n, key, klen, value, vlen);
+    if (u->buf != NULL)
+        set_field(&b->buf, u->buf);
+    set_field(&b->pos, u->pos);
+    set_field(&b->uncompressed_bytes, u->uncompressed);
+    set_field(&b->estimated_size, u->estimate);
+    set_field(&b->record_count, u->count);
+    if (u->max_ts != NULL)
+        set_field(&b->max_timestamp, u->max_ts);
+}
+
+int sparkafka_builder_commit(BuilderState *b, const append_plan_t *p, const char *key, Py_ssize_t klen,
+                             const char *value, Py_ssize_t vlen) {
+    builder_update_t u;
+    if (builder_prepare(p, &u) < 0)
+        return -1;
+    builder_apply(b, p, &u, key, klen, value, vlen);
+    return 0;
+}
+
+PyObject *sparkafka_batch_commit(BatchState *batch, const append_plan_t *p, const char *key, Py_ssize_t klen,
+                                 const char *value, Py_ssize_t vlen, PyObject *callback, PyObject *key_size,
+                                 PyObject *value_size) {
+    builder_update_t u;
+    PyObject *index = PyLong_FromLongLong(p->index);
+    PyObject *count = PyLong_FromLongLong(p->index + 1);
+    PyObject *grown = PyLong_FromLongLong(p->grown);
+    PyObject *delta = callback != Py_None ? PyLong_FromLongLong(p->ts_delta) : NULL;
+    if (index == NULL || count == NULL || grown == NULL || (callback != Py_None && delta == NULL))
+        goto fail;
+    if (builder_prepare(p, &u) < 0)
+        goto fail;
+    if (callback != Py_None) {
+        PyObject *callbacks = batch->callbacks;
+        Py_ssize_t before = PyList_GET_SIZE(callbacks);
+        PyObject *entry[5] = {callback, index, delta, key_size, value_size};
+        for (int i = 0; i < 5; i++) {
+            if (PyList_Append(callbacks, entry[i]) < 0) { /* out of memory: undo the partial entry */
+                PyObject *exc_type, *exc, *tb;
+                PyErr_Fetch(&exc_type, &exc, &tb);
+                PyList_SetSlice(callbacks, before, PyList_GET_SIZE(callbacks), NULL);
+                PyErr_Restore(exc_type, exc, tb);
+                update_clear(&u);
+                goto fail;
+            }
+        }
+    }
+    builder_apply((BuilderState *)batch->builder, p, &u, key, klen, value, vlen);
+    set_field(&batch->record_count, count);
+    set_field(&batch->appended_bytes, grown);
+    Py_XDECREF(delta);
+    return index;
+fail:
+    Py_XDECREF(index);
+    Py_XDECREF(count);
+    Py_XDECREF(grown);
+    Py_XDECREF(delta);
+    return NULL;
+}
+
+/* ---- the Python methods ---------------------------------------------------------------------- */
+
+/* TypeError: a field of ``self`` holds a value the rule cannot use. */
+static PyObject *bad_state(PyObject *self, const char *field) {
+    PyObject *value = PyObject_GetAttrString(self, field);
+    if (value == NULL)
+        return NULL;
+    PyErr_Format(PyExc_TypeError, "%s.%s holds %R, which the open-batch append cannot use", Py_TYPE(self)->tp_name,
+                 field, value);
+    Py_DECREF(value);
+    return NULL;
+}
+
+/* BuilderState.try_append_open(timestamp, key, value) -> the growth of the size estimate, or -1 */
+static PyObject *builder_try_append_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "try_append_open(timestamp, key, value) takes 3 arguments");
+        return NULL;
+    }
+    long long ts = PyLong_AsLongLong(args[0]);
+    if (ts == -1 && PyErr_Occurred())
+        return NULL;
+    field_t key, value;
+    if (get_field(args[1], &key) < 0)
+        return NULL;
+    if (get_field(args[2], &value) < 0) {
+        release_field(&key);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    append_plan_t plan;
+    int fits = sparkafka_builder_plan((BuilderState *)self, ts, key.len, value.len, &plan);
+    if (fits < 0)
+        result = bad_state(plan.bad_owner, plan.bad);
+    else if (fits == 0)
+        result = PyLong_FromLong(-1);
+    else if (sparkafka_builder_commit((BuilderState *)self, &plan, key.buf, key.len, value.buf, value.len) == 0)
+        result = PyLong_FromLongLong(plan.grown);
+    release_field(&key);
+    release_field(&value);
+    return result;
+}
+
+/* BatchState.try_append_open(timestamp, key, value, callback, key_size, value_size) -> index, or -1 */
+static PyObject *batch_try_append_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "try_append_open(timestamp, key, value, callback, key_size, value_size) takes 6 arguments");
+        return NULL;
+    }
+    long long ts = PyLong_AsLongLong(args[0]);
+    if (ts == -1 && PyErr_Occurred())
+        return NULL;
+    field_t key, value;
+    if (get_field(args[1], &key) < 0)
+        return NULL;
+    if (get_field(args[2], &value) < 0) {
+        release_field(&key);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    append_plan_t plan;
+    int fits = sparkafka_batch_plan((BatchState *)self, ts, key.len, value.len, &plan);
+    if (fits < 0) {
+        result = bad_state(plan.bad_owner, plan.bad);
+    } else if (fits == 0) {
+        result = PyLong_FromLong(-1);
+    } else {
+        result = sparkafka_batch_commit((BatchState *)self, &plan, key.buf, key.len, value.buf, value.len, args[3],
+                                        args[4], args[5]);
+    }
+    release_field(&key);
+    release_field(&value);
+    return result;
+}
+
+static PyMethodDef builder_methods[] = {
+    {"try_append_open", (PyCFunction)(void (*)(void))builder_try_append_open, METH_FASTCALL,
+     "Append a record without headers if the batch stays open (not full) afterwards; returns the growth of "
+     "estimated_size_in_bytes, or -1 with nothing appended (the rule: _c/_append.h)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMethodDef batch_methods[] = {
+    {"try_append_open", (PyCFunction)(void (*)(void))batch_try_append_open, METH_FASTCALL,
+     "The builder's try_append_open, then the record's index (returned; -1 if not appended), the record "
+     "count, appended_bytes and a callback entry when callback is not None."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define STATE_TYPE(type, pyname, members, methods, newfunc, doc)                                          \
+    PyTypeObject type##Type = {                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "sparkafka._accel." pyname,                             \
+        .tp_basicsize = sizeof(type),                                                                    \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                        \
+        .tp_doc = doc,                                                                                   \
+        .tp_new = newfunc,                                                                               \
+        .tp_traverse = type##_traverse,                                                                  \
+        .tp_clear = type##_clear,                                                                        \
+        .tp_dealloc = type##_dealloc,                                                                    \
+        .tp_members = members,                                                                           \
+        .tp_methods = methods,                                                                           \
+    };
+
+STATE_TYPE(BuilderState, "BuilderState", builder_members, builder_methods, PyType_GenericNew,
+           "RecordBatchBuilder's open-batch state and rule (_c/_append.h).")
+STATE_TYPE(BatchState, "BatchState", batch_members, batch_methods, PyType_GenericNew,
+           "ProducerBatch's open-batch state (_c/_append.h).")
+int sparkafka_add_append_types(PyObject *module) {
+    PyTypeObject *types[] = {&BuilderStateType, &BatchStateType};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if (PyType_Ready(types[i]) < 0)
+            return -1;
+        const char *name = strrchr(types[i]->tp_name, '.') + 1;
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(module, name, (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            return -1;
+        }
+    }
+    return 0;
+}

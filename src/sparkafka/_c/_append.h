@@ -1,0 +1,101 @@
+/* The open-batch append in C: the state it reads and changes, and the rule. This header is the one
+ * interface between the producer's Python classes and the C code (``_append.c`` implements it).
+ *
+ * How it works: the state lives in the C types below, and the Python classes are built on them:
+ *
+ *   BuilderState      base of record/builder.py RecordBatchBuilder   (the batch's records and sizes)
+ *   BatchState        base of producer/producer_batch.py ProducerBatch (record count, callback entries)
+ *
+ * Python reads and writes the fields as attributes (the name is given with each field), C as struct
+ * members: nothing is looked up by name or offset at run time. Each field holds a Python object (a
+ * member of type T_OBJECT_EX, which is what a ``__slots__`` entry is, so Python's attribute access costs
+ * the same); the C code checks the type of every value it reads and refuses (changing nothing) when one
+ * is not what it expects. Without the accelerator each Python class has a pure-Python base with the same
+ * attribute names (``tests/record/test_append_state.py`` checks that they agree).
+ *
+ * The rule (Java's ``MemoryRecordsBuilder``: ``hasRoomFor`` and ``isFull``), in Python
+ * ``RecordBatchBuilder._try_append_open_py``: a record without headers is appended to a batch that has
+ * records and is open for appends only if the batch is still not full afterwards (estimate 61 +
+ * uncompressed bytes, times the compression ratio estimate x 1.05 when compressing, below the write
+ * limit) and, when compressing, Java's ``hasRoomFor`` (estimate so far + the record uncompressed <= the
+ * limit) and the cap of MAX_UNCOMPRESSED_RATIO x the limit of uncompressed bytes hold. So after an open
+ * append the batch is never full: whoever appends the record that fills a batch (or opens one) goes
+ * through the general ``try_append``, which tells the caller to wake the Sender.
+ *
+ * An append is planned first (``sparkafka_batch_plan``: every check, no change), then committed
+ * (``sparkafka_batch_commit``): every new object is made first, then the changes, which cannot fail.
+ * Neither step runs Python code, releases the GIL or makes an object the cyclic GC tracks.
+ */
+#ifndef SPARKAFKA_APPEND_H
+#define SPARKAFKA_APPEND_H
+
+#include <Python.h>
+
+#define RECORD_BATCH_OVERHEAD 61 /* record/layout.py */
+#define MAX_UNCOMPRESSED_RATIO 2 /* record/builder.py */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *buf;                /* _buf: the bytearray the records are written to, from byte 61 */
+    PyObject *buffer;             /* _buffer: the pooled bytearray (never resized) or None */
+    PyObject *pos;                /* _pos: int, end of the records written so far */
+    PyObject *record_count;       /* record_count: int */
+    PyObject *uncompressed_bytes; /* uncompressed_bytes: int, the records' encoded size */
+    PyObject *estimated_size;     /* estimated_size_in_bytes: int, Java's estimatedSizeInBytes */
+    PyObject *write_limit;        /* _write_limit: int */
+    PyObject *ratio_factor;       /* _ratio_factor: float, ratio estimate x 1.05; 0.0 without compression */
+    PyObject *base_timestamp;     /* _base_timestamp: int, the first record's timestamp */
+    PyObject *max_timestamp;      /* _max_timestamp: int */
+    PyObject *appends_closed;     /* _appends_closed: bool */
+} BuilderState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *builder;        /* builder: a RecordBatchBuilder (BuilderState) */
+    PyObject *record_count;   /* record_count: int */
+    PyObject *callbacks;      /* _callbacks: list, five entries per record with a callback:
+                               * callback, index, timestamp - base timestamp, key size, value size */
+    PyObject *result;         /* result: the ProduceRequestResult the records' futures share */
+    PyObject *appended_bytes; /* appended_bytes: int, growth of the estimate by the last append */
+} BatchState;
+
+extern PyTypeObject BuilderStateType, BatchStateType;
+
+/* One planned append (filled by the plan functions; nothing changed yet). */
+typedef struct {
+    long long n;        /* records in the batch: the new record's offset delta */
+    long long ts, ts_delta;
+    int new_max;        /* ts > the builder's max_timestamp */
+    Py_ssize_t body;    /* the record's body size (its leading varint) */
+    Py_ssize_t pos, total, end; /* where it goes, its encoded size, pos + total */
+    long long uncompressed, estimate, grown; /* the builder's sizes after it, and the estimate's growth */
+    int to_private;     /* it runs past the pooled buffer: the records move to a private bytearray first */
+    PyObject *buf;      /* the builder's _buf (borrowed) */
+    long long index;    /* (batch plans) the record's index in the batch */
+    PyObject *bad_owner; /* after -1: the object (borrowed) ... */
+    const char *bad;     /* ... and its attribute whose value has the wrong type */
+} append_plan_t;
+
+/* Plan a record of klen/vlen bytes (-1: None) with timestamp ts: 1 when the rule takes it (*plan
+ * filled), 0 when it does not (closed, empty, it would fill the batch), -1 when a field holds a value of
+ * the wrong type (plan->bad names it). No exception is set either way. */
+int sparkafka_builder_plan(BuilderState *builder, long long ts, Py_ssize_t klen, Py_ssize_t vlen,
+                           append_plan_t *plan);
+int sparkafka_batch_plan(BatchState *batch, long long ts, Py_ssize_t klen, Py_ssize_t vlen, append_plan_t *plan);
+
+/* Commit a planned append to the builder (the key and value bytes as planned; NULL for None): returns
+ * 0, or -1 with an exception set (MemoryError, BufferError) and nothing changed. */
+int sparkafka_builder_commit(BuilderState *builder, const append_plan_t *plan, const char *key, Py_ssize_t klen,
+                             const char *value, Py_ssize_t vlen);
+
+/* Commit a planned append to the batch and its builder, with a callback entry when ``callback`` is not
+ * None (``key_size`` and ``value_size`` are the ints it holds): returns the record's index (a new
+ * reference), or NULL with an exception set and nothing changed. */
+PyObject *sparkafka_batch_commit(BatchState *batch, const append_plan_t *plan, const char *key, Py_ssize_t klen,
+                                 const char *value, Py_ssize_t vlen, PyObject *callback, PyObject *key_size,
+                                 PyObject *value_size);
+
+/* Adds the types to the module (PyInit__accel). */
+int sparkafka_add_append_types(PyObject *module);
+
+#endif

@@ -1,0 +1,59 @@
+"""The interface between the producer and the C code (``_c/_append.h``): the state classes the open-batch
+append reads and changes have the same attributes in C and in their pure-Python twins, the Python
+classes built on them add none of those again, and the C rule names the attribute it cannot use."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkafka import accel
+from sparkafka.producer import producer_batch
+from sparkafka.record import builder as builder_module
+from sparkafka.record.builder import RecordBatchBuilder
+
+TS = 1_700_000_000_000
+
+# (the C type's name in sparkafka._accel, its pure-Python twin, the Python class built on it)
+PAIRS = [
+    ("BuilderState", builder_module._BuilderStatePy, RecordBatchBuilder),
+    ("BatchState", producer_batch._BatchStatePy, producer_batch.ProducerBatch),
+]
+
+
+def _members(cls: type) -> set[str]:
+    return {name for name, value in vars(cls).items() if type(value).__name__ == "member_descriptor"}
+
+
+@pytest.mark.parametrize("name,twin,user", PAIRS, ids=[p[0] for p in PAIRS])
+def test_c_types_and_python_twins_have_the_same_attributes(name: str, twin: type, user: type) -> None:
+    fields = set(vars(twin)["__slots__"])
+    assert fields == _members(twin)
+    assert not set(vars(user).get("__slots__", ())) & fields  # nothing shadowed
+    if accel.ACCEL is None:
+        assert twin in user.__mro__
+        pytest.skip("the C accelerator is not built")
+    c_type = getattr(accel.ACCEL, name)
+    assert _members(c_type) == fields
+    assert c_type in user.__mro__ and twin not in user.__mro__
+
+
+def test_the_c_rule_names_an_attribute_it_cannot_use() -> None:
+    if accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    builder = RecordBatchBuilder(None, 1000)
+    assert builder.try_append(TS, None, b"v", None) > 0
+    builder._pos = "61"  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=r"RecordBatchBuilder\._pos holds '61'"):
+        builder.try_append_open(TS, None, b"v")
+    builder._pos = 1 << 70
+    with pytest.raises(TypeError, match=r"\._pos holds"):
+        builder.try_append_open(TS, None, b"v")
+    builder._pos = 10_000  # past the end of the buffer
+    with pytest.raises(TypeError, match=r"\._pos holds 10000"):
+        builder.try_append_open(TS, None, b"v")
+    batch = producer_batch.ProducerBatch(("t", 0), RecordBatchBuilder(None, 1000), 0.0)
+    batch.try_append(TS, None, b"v", None, None, 0.0)
+    batch._callbacks = ()  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=r"ProducerBatch\._callbacks holds \(\)"):
+        batch.try_append_open(TS, None, b"v", None, -1, 1)
+    assert batch.record_count == 1 and batch.builder.record_count == 1  # nothing appended
