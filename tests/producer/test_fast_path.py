@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from producer.fakes import FakeCluster
 from sparkafka import accel
 from sparkafka._clock import ManualClock
+from sparkafka.producer import future as future_module
 from sparkafka.producer import murmur2 as m
 from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
@@ -52,7 +53,8 @@ def test_append_open_declines_without_an_open_batch_then_appends() -> None:
 
 
 def test_append_open_future_is_the_one_the_constructor_makes() -> None:
-    """append_open builds its future without running __init__: every slot must still be set alike."""
+    """append_open builds its future without running __init__ (pure Python) or with the C constructor
+    (``_c/_append.h``): every field must still be set alike."""
     acc = make()
     cluster = FakeCluster.single_node()
     slow(acc, cluster, 2)
@@ -61,10 +63,10 @@ def test_append_open_future_is_the_one_the_constructor_makes() -> None:
     dq = acc.get_deque((T, 2))
     assert dq is not None
     made = FutureRecordMetadata(dq[-1].result, 1, TS + 3, 2, -1)
-    assert set(FutureRecordMetadata.__slots__) == {"_produce_result", "relative_offset", "create_timestamp",
-                                                   "serialized_key_size", "serialized_value_size"}
-    assert [getattr(future, s) for s in FutureRecordMetadata.__slots__] \
-        == [getattr(made, s) for s in FutureRecordMetadata.__slots__]
+    fields = future_module._FutureStatePy.__slots__  # the C FutureState's too (tests/record/test_append_state.py)
+    assert set(fields) == {"_produce_result", "relative_offset", "create_timestamp",
+                           "serialized_key_size", "serialized_value_size"}
+    assert [getattr(future, s) for s in fields] == [getattr(made, s) for s in fields]
     sticky = acc.append_open(T, -1, TS, None, b"x", None, cluster)  # the sticky partition has no batch yet
     assert sticky is None
 

@@ -1,7 +1,7 @@
 """Memory and error safety of the C accelerator (``_accel.c``, ``_send_lane.c``) on inputs the
 producer never builds itself but the functions accept: partition counts beyond 32 bits, writable
 buffers another thread changes while the GIL is released, bad arguments whose neighbours run Python
-code, and ``SendLane`` classes whose attribute is another class's ``__slots__`` member.
+code, and a ``SendLane`` future class of another layout than ``FutureState``.
 
 How it works: each test calls ``sparkafka._accel`` directly and checks the pure-Python result or a
 clean exception. The concurrency test runs in a subprocess, so heap corruption shows as a failure
@@ -119,33 +119,25 @@ def test_read_only_inputs_still_encode_alike() -> None:
     assert [bytes(x) for x in ro] == [bytes(x) for x in rw]
 
 
-def _lane_classes() -> tuple[type, ...]:
-    from sparkafka.producer.send_lane import _CLASSES
-
-    return _CLASSES
-
-
-def test_send_lane_refuses_a_slot_member_of_another_class() -> None:
-    """The lane read each slot at the offset of the member descriptor found on the class, without
-    checking the descriptor belongs to that class (or a base): a class attribute borrowed from a
-    bigger class made the lane read and write far past the end of its objects."""
+def test_send_lane_fills_only_futures_that_are_future_state() -> None:
+    """The lane writes a future's fields as the struct of ``FutureState`` (``_c/_append.h``) into an object
+    of the class it is given: that class must be FutureState or a subclass of it without fields of its own
+    (another class would be written past its end, or keep its own fields unset)."""
     if getattr(A, "SendLane", None) is None:
         pytest.skip("no send lane in this build")
-
-    class Big:
-        __slots__ = tuple(f"s{i}" for i in range(64))
+    from sparkafka.producer.future import FutureRecordMetadata
 
     class Small:
         __slots__ = ("x",)
 
-    Small._counts = Big.__dict__["s63"]  # type: ignore[attr-defined]
-    classes = list(_lane_classes())
-    classes[0] = Small  # the Cluster slot: ``_counts``
-    with pytest.raises(TypeError, match="_counts"):
-        A.SendLane(print, None, None, None, None, 1000, False, tuple(classes))
-    # a member inherited from a base class is fine (same offset in the subclass)
-    cluster_cls = classes[0] = type("Sub", (_lane_classes()[0],), {"__slots__": ()})
-    lane = A.SendLane(print, SimpleNamespace(), SimpleNamespace(), None, None, 1000, False, tuple(classes))
-    assert lane.enabled and cluster_cls is classes[0]
+    class More(FutureRecordMetadata):
+        __slots__ = ("extra",)
+
+    for bad in (Small, More, type("WithDict", (FutureRecordMetadata,), {})):
+        with pytest.raises(TypeError, match="future_type must be a subclass of FutureState"):
+            A.SendLane(print, SimpleNamespace(), SimpleNamespace(), None, 1000, False, bad)
+    sub = type("Sub", (FutureRecordMetadata,), {"__slots__": ()})
+    lane = A.SendLane(print, SimpleNamespace(), SimpleNamespace(), None, 1000, False, sub)
+    assert lane.enabled
     with pytest.raises(AttributeError, match="no __dict__"):  # the lane reads these objects' attributes there
-        A.SendLane(print, None, SimpleNamespace(), None, None, 1000, False, tuple(classes))
+        A.SendLane(print, None, SimpleNamespace(), None, 1000, False, sub)

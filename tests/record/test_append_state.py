@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sparkafka import accel
-from sparkafka.producer import producer_batch
+from sparkafka.producer import future, partitioner, producer_batch
 from sparkafka.record import builder as builder_module
 from sparkafka.record.builder import RecordBatchBuilder
 
@@ -17,6 +17,9 @@ TS = 1_700_000_000_000
 PAIRS = [
     ("BuilderState", builder_module._BuilderStatePy, RecordBatchBuilder),
     ("BatchState", producer_batch._BatchStatePy, producer_batch.ProducerBatch),
+    ("FutureState", future._FutureStatePy, future.FutureRecordMetadata),
+    ("StickyState", partitioner._StickyStatePy, partitioner.StickyPartitionInfo),
+    ("PartitionerState", partitioner._PartitionerStatePy, partitioner.BuiltInPartitioner),
 ]
 
 

@@ -24,9 +24,9 @@
  *       buffer is read-only (Arrow IPC data as Spark hands it over); writable ones keep the GIL.
  *   run_success_callbacks(callbacks, metadata_type, topic, partition, base, base_ts, log_append_time, report)
  *       the callbacks of a successful batch, each with its RecordMetadata (see below).
- *   BuilderState, BatchState (_append.c): the state the open-batch append reads and changes, and the
- *       rule (RecordBatchBuilder.try_append_open, ProducerBatch.try_append_open); _append.h is the
- *       interface between the producer and the C code.
+ *   BuilderState, BatchState, FutureState, StickyState, PartitionerState (_append.c): the state the
+ *       open-batch append reads and changes, and the rule (RecordBatchBuilder.try_append_open,
+ *       ProducerBatch.try_append_open); _append.h is the interface between the producer and the C code.
  *   SendLane (_send_lane.c): KafkaProducer.send() for the common record in one C call.
  */
 #define PY_SSIZE_T_CLEAN

@@ -4,7 +4,9 @@
  * subclasses read and write them like ``__slots__``; the types hold no logic besides the rule:
  * ``BuilderState.try_append_open`` (what ``RecordBatchBuilder.try_append_open`` is with the accelerator)
  * and ``BatchState.try_append_open`` (``ProducerBatch.try_append_open``) plan and commit through the
- * same functions. The fields start unset; the Python ``__init__`` sets them.
+ * same functions as the send lane. ``FutureState`` and ``StickyState`` take their fields as constructor
+ * arguments (what the Python ``__init__`` of the pure-Python bases takes); the others start unset and
+ * the Python ``__init__`` sets them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,6 +43,9 @@
 
 STATE_GC(BuilderState)
 STATE_GC(BatchState)
+STATE_GC(FutureState)
+STATE_GC(StickyState)
+STATE_GC(PartitionerState)
 
 #define FIELD(type, name, member, doc) {name, T_OBJECT_EX, offsetof(type, member), 0, doc}
 
@@ -67,6 +72,67 @@ static PyMemberDef batch_members[] = {
     FIELD(BatchState, "appended_bytes", appended_bytes, "Growth of the size estimate by the last append."),
     {NULL, 0, 0, 0, NULL},
 };
+
+static PyMemberDef future_members[] = {
+    FIELD(FutureState, "_produce_result", produce_result, "The batch's ProduceRequestResult."),
+    FIELD(FutureState, "relative_offset", relative_offset, "The record's index in its batch."),
+    FIELD(FutureState, "create_timestamp", create_timestamp, "The record's timestamp."),
+    FIELD(FutureState, "serialized_key_size", key_size, "Bytes of the key, -1 for none."),
+    FIELD(FutureState, "serialized_value_size", value_size, "Bytes of the value, -1 for none."),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMemberDef sticky_members[] = {
+    FIELD(StickyState, "partition", partition, "The sticky partition."),
+    FIELD(StickyState, "produced_bytes", produced_bytes, "Bytes appended to it so far."),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMemberDef partitioner_members[] = {
+    FIELD(PartitionerState, "_info", info, "The current StickyPartitionInfo, None before the first."),
+    {NULL, 0, 0, 0, NULL},
+};
+
+/* FutureState(produce_result, relative_offset, create_timestamp, serialized_key_size, serialized_value_size) */
+static PyObject *future_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"produce_result", "relative_offset", "create_timestamp", "serialized_key_size",
+                            "serialized_value_size", NULL};
+    PyObject *v[5];
+    if (kwds == NULL) {
+        if (!PyArg_UnpackTuple(args, type->tp_name, 5, 5, &v[0], &v[1], &v[2], &v[3], &v[4]))
+            return NULL;
+    } else if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO", names, &v[0], &v[1], &v[2], &v[3], &v[4])) {
+        return NULL;
+    }
+    PyObject *self = type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    PyObject **f = STATE_FIELDS(self);
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(v[i]);
+        f[i] = v[i];
+    }
+    return self;
+}
+
+/* StickyState(partition): produced_bytes starts at 0 */
+static PyObject *sticky_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"partition", NULL};
+    PyObject *partition;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", names, &partition))
+        return NULL;
+    StickyState *self = (StickyState *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(partition);
+    self->partition = partition;
+    self->produced_bytes = PyLong_FromLong(0);
+    if (self->produced_bytes == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
 
 /* ---- the rule -------------------------------------------------------------------------------- */
 
@@ -385,8 +451,16 @@ STATE_TYPE(BuilderState, "BuilderState", builder_members, builder_methods, PyTyp
            "RecordBatchBuilder's open-batch state and rule (_c/_append.h).")
 STATE_TYPE(BatchState, "BatchState", batch_members, batch_methods, PyType_GenericNew,
            "ProducerBatch's open-batch state (_c/_append.h).")
+STATE_TYPE(FutureState, "FutureState", future_members, NULL, future_new,
+           "FutureRecordMetadata's fields (_c/_append.h).")
+STATE_TYPE(StickyState, "StickyState", sticky_members, NULL, sticky_new,
+           "StickyPartitionInfo's fields (_c/_append.h).")
+STATE_TYPE(PartitionerState, "PartitionerState", partitioner_members, NULL, PyType_GenericNew,
+           "BuiltInPartitioner's current sticky partition (_c/_append.h).")
+
 int sparkafka_add_append_types(PyObject *module) {
-    PyTypeObject *types[] = {&BuilderStateType, &BatchStateType};
+    PyTypeObject *types[] = {&BuilderStateType, &BatchStateType, &FutureStateType, &StickyStateType,
+                             &PartitionerStateType};
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         if (PyType_Ready(types[i]) < 0)
             return -1;

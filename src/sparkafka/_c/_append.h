@@ -1,10 +1,14 @@
 /* The open-batch append in C: the state it reads and changes, and the rule. This header is the one
- * interface between the producer's Python classes and the C code (``_append.c`` implements it).
+ * interface between the producer's Python classes and the C code (``_append.c`` implements it, the
+ * send lane in ``_send_lane.c`` uses it).
  *
  * How it works: the state lives in the C types below, and the Python classes are built on them:
  *
  *   BuilderState      base of record/builder.py RecordBatchBuilder   (the batch's records and sizes)
  *   BatchState        base of producer/producer_batch.py ProducerBatch (record count, callback entries)
+ *   FutureState       base of producer/future.py FutureRecordMetadata (a record's future)
+ *   StickyState       base of producer/partitioner.py StickyPartitionInfo (sticky partition, bytes)
+ *   PartitionerState  base of producer/partitioner.py BuiltInPartitioner (its current StickyPartitionInfo)
  *
  * Python reads and writes the fields as attributes (the name is given with each field), C as struct
  * members: nothing is looked up by name or offset at run time. Each field holds a Python object (a
@@ -24,7 +28,8 @@
  *
  * An append is planned first (``sparkafka_batch_plan``: every check, no change), then committed
  * (``sparkafka_batch_commit``): every new object is made first, then the changes, which cannot fail.
- * Neither step runs Python code, releases the GIL or makes an object the cyclic GC tracks.
+ * Neither step runs Python code, releases the GIL or makes an object the cyclic GC tracks (the send
+ * lane relies on it; see _send_lane.c).
  */
 #ifndef SPARKAFKA_APPEND_H
 #define SPARKAFKA_APPEND_H
@@ -59,7 +64,27 @@ typedef struct {
     PyObject *appended_bytes; /* appended_bytes: int, growth of the estimate by the last append */
 } BatchState;
 
-extern PyTypeObject BuilderStateType, BatchStateType;
+typedef struct {
+    PyObject_HEAD
+    PyObject *produce_result;   /* _produce_result: the batch's ProduceRequestResult */
+    PyObject *relative_offset;  /* relative_offset: int, the record's index in the batch */
+    PyObject *create_timestamp; /* create_timestamp: int */
+    PyObject *key_size;         /* serialized_key_size: int, -1 for no key */
+    PyObject *value_size;       /* serialized_value_size: int, -1 for no value */
+} FutureState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *partition;      /* partition: int */
+    PyObject *produced_bytes; /* produced_bytes: int, bytes appended to it so far */
+} StickyState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *info; /* _info: the current StickyPartitionInfo (StickyState), None before the first */
+} PartitionerState;
+
+extern PyTypeObject BuilderStateType, BatchStateType, FutureStateType, StickyStateType, PartitionerStateType;
 
 /* One planned append (filled by the plan functions; nothing changed yet). */
 typedef struct {
@@ -95,7 +120,7 @@ PyObject *sparkafka_batch_commit(BatchState *batch, const append_plan_t *plan, c
                                  const char *value, Py_ssize_t vlen, PyObject *callback, PyObject *key_size,
                                  PyObject *value_size);
 
-/* Adds the types to the module (PyInit__accel). */
+/* Adds the five types to the module (PyInit__accel). */
 int sparkafka_add_append_types(PyObject *module);
 
 #endif

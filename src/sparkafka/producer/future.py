@@ -23,8 +23,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sparkafka.accel import ACCEL
 from sparkafka.errors import KafkaTimeoutError
 
 __all__ = [
@@ -214,8 +215,9 @@ def _call_done_callback(fn: Callable[[Any], object], future: object) -> None:
         log.exception("Error in a done-callback of a record future")
 
 
-class FutureRecordMetadata:
-    """The future ``send()`` returns (``concurrent.futures.Future``-like, and awaitable)."""
+class _FutureStatePy:
+    """A record future's fields, for builds without the accelerator: the attributes (and constructor)
+    of ``sparkafka._accel.FutureState``, which the C send lane fills (``_c/_append.h``)."""
 
     __slots__ = ("_produce_result", "create_timestamp", "relative_offset", "serialized_key_size",
                  "serialized_value_size")
@@ -233,6 +235,19 @@ class FutureRecordMetadata:
         self.create_timestamp = create_timestamp
         self.serialized_key_size = serialized_key_size
         self.serialized_value_size = serialized_value_size
+
+
+if TYPE_CHECKING:
+    _FutureState = _FutureStatePy
+else:
+    _FutureState = _FutureStatePy if ACCEL is None else ACCEL.FutureState
+
+
+class FutureRecordMetadata(_FutureState):
+    """The future ``send()`` returns (``concurrent.futures.Future``-like, and awaitable); made with
+    ``(produce_result, relative_offset, create_timestamp, serialized_key_size, serialized_value_size)``."""
+
+    __slots__ = ()
 
     def _resolve(self) -> tuple[ProduceRequestResult, int]:
         result = self._produce_result

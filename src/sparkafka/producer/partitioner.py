@@ -30,9 +30,10 @@ import operator
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sparkafka._types import ClusterView
+from sparkafka.accel import ACCEL
 from sparkafka.errors import ConfigError, IllegalStateError
 from sparkafka.producer.murmur2 import partition_for_key
 
@@ -229,8 +230,9 @@ class RoundRobinPartitioner:
         return None
 
 
-class StickyPartitionInfo:
-    """The built-in partitioner's current partition and the bytes produced to it so far."""
+class _StickyStatePy:
+    """``StickyPartitionInfo``'s fields, for builds without the accelerator: the attributes (and
+    constructor) of ``sparkafka._accel.StickyState``, which the C send lane reads (``_c/_append.h``)."""
 
     __slots__ = ("partition", "produced_bytes")
 
@@ -238,11 +240,35 @@ class StickyPartitionInfo:
         self.partition = partition
         self.produced_bytes = 0
 
+
+class _PartitionerStatePy:
+    """The built-in partitioner's current ``StickyPartitionInfo``, for builds without the accelerator:
+    the attribute of ``sparkafka._accel.PartitionerState``, which the C send lane reads (``_c/_append.h``)."""
+
+    __slots__ = ("_info",)
+
+    _info: StickyPartitionInfo | None
+
+
+if TYPE_CHECKING:
+    _StickyState = _StickyStatePy
+    _PartitionerState = _PartitionerStatePy
+else:
+    _StickyState = _StickyStatePy if ACCEL is None else ACCEL.StickyState
+    _PartitionerState = _PartitionerStatePy if ACCEL is None else ACCEL.PartitionerState
+
+
+class StickyPartitionInfo(_StickyState):
+    """The built-in partitioner's current partition and the bytes produced to it so far (made with the
+    partition; ``produced_bytes`` starts at 0)."""
+
+    __slots__ = ()
+
     def __repr__(self) -> str:
         return f"StickyPartitionInfo(partition={self.partition}, produced_bytes={self.produced_bytes})"
 
 
-class BuiltInPartitioner:
+class BuiltInPartitioner(_PartitionerState):
     """KIP-794 uniform sticky partitioning for one topic (used directly by the accumulator).
 
     Threading contract (as in Java): ``is_partition_changed`` and ``update_partition_info`` are called
@@ -250,8 +276,7 @@ class BuiltInPartitioner:
     ``StickyPartitionInfo``; installing the first one races and is settled under a small lock.
     """
 
-    __slots__ = ("_info", "_init_lock", "_load_stats", "_random", "double_batch_size", "sticky_batch_size",
-                 "topic")
+    __slots__ = ("_init_lock", "_load_stats", "_random", "double_batch_size", "sticky_batch_size", "topic")
 
     def __init__(
         self, topic: str, sticky_batch_size: int, random_source: Callable[[], int] | None = None

@@ -7,9 +7,12 @@ shadows the class's Python ``send``. The lane appends a record exactly as the Py
 and value bytes or None, no partition, timestamp or headers, the topic's metadata known, the record
 leaving its partition's open batch open, the partition queue's lock free. Every other call goes to
 the Python ``send`` unchanged (the lane changes nothing first), so behaviour and errors are the
-Python ones. ``_send_lane.c`` explains the locking. The lane reads the ``__slots__`` of the classes
-below; it is not installed for producers with serializers, a custom partitioner or a transactional
-id (their sends take the Python path). ``disable()`` sends every later call to Python (close, fork).
+Python ones. What the lane reads and changes is the interface of ``_c/_append.h`` (the state classes
+the batch, its builder, the partitioner and the future are built on, and the open-batch append rule
+``ProducerBatch.try_append_open`` runs in C) plus what ``_send_lane.c`` lists: the accumulator's
+``lane_topic``/``lane_queue``, asked once per topic and partition, and three plain attributes. It
+is not installed for producers with serializers, a custom partitioner or a transactional id (their
+sends take the Python path). ``disable()`` sends every later call to Python (close, fork).
 """
 
 from __future__ import annotations
@@ -18,22 +21,12 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from ..accel import ACCEL
-from ..net.cluster import Cluster
-from ..record.builder import RecordBatchBuilder
-from .accumulator import _PartitionQueue, _TopicInfo
-from .cow_map import CopyOnWriteMap
 from .future import FutureRecordMetadata
-from .partitioner import BuiltInPartitioner, StickyPartitionInfo
-from .producer_batch import ProducerBatch
 
 if TYPE_CHECKING:
     from .producer import KafkaProducer
 
 _SendLane: Any = getattr(ACCEL, "SendLane", None)
-
-# in the order _send_lane.c expects them
-_CLASSES = (Cluster, CopyOnWriteMap, _TopicInfo, _PartitionQueue, BuiltInPartitioner, StickyPartitionInfo,
-            ProducerBatch, RecordBatchBuilder, FutureRecordMetadata)
 
 
 def install_send_lane(producer: KafkaProducer, python_send: Any) -> Any:
@@ -43,8 +36,7 @@ def install_send_lane(producer: KafkaProducer, python_send: Any) -> Any:
     if (_SendLane is None or producer._key_ser is not None or producer._value_ser is not None
             or producer._partitioner is not None or (tm is not None and tm.transactional_id is not None)):
         return None
-    acc = producer._accumulator
-    lane = _SendLane(types.MethodType(python_send, producer), producer._metadata, acc, acc._topics, tm,
-                     producer._record_limit, producer._ignore_keys, _CLASSES)
+    lane = _SendLane(types.MethodType(python_send, producer), producer._metadata, producer._accumulator, tm,
+                     producer._record_limit, producer._ignore_keys, FutureRecordMetadata)
     producer.__dict__["send"] = lane
     return lane
