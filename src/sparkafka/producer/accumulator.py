@@ -254,62 +254,88 @@ class RecordAccumulator:
         Blocks up to ``max_block_ms`` if memory is exhausted (``BufferExhaustedError`` after that);
         raises ``ProducerClosedError`` after ``close``.
         """
-        # Fast path: the record fits the partition's open last batch. Anything else (new partition or
-        # topic, a new batch needed, a pending sticky switch, closed) takes the general path below,
-        # which repeats the checks. The maps are read directly (copy-on-write: never mutated).
+        # The loop's first pass is the common case: the record fits the partition's last batch. The
+        # copy-on-write maps are read directly (a published dict is never changed).
         info = self._topics._map.get(topic)
-        if info is not None:
-            if partition >= 0:
-                pq = info.queues._map.get(partition)
-                if pq is not None:
-                    dq = pq.deque
-                    lock = pq.lock
-                    if not lock.acquire(False):
-                        _acquire_contended(lock)
-                    try:
-                        if dq and not self._closed:
-                            last = dq[-1]
-                            future = last.try_append(timestamp, key, value, headers, callback, now)
-                            if future is not None:
-                                self.records_appended += 1
-                                return _new_tuple(
-                                    RecordAppendResult,
-                                    (future, len(dq) > 1 or last.builder.is_full(), False, partition, False),
-                                )
-                    finally:
-                        lock.release()
-            else:
-                partitioner = info.partitioner
-                sticky = partitioner._info
-                if sticky is not None:
-                    pq = info.queues._map.get(sticky.partition)
-                    if pq is not None:
-                        dq = pq.deque
-                        lock = pq.lock
-                        if not lock.acquire(False):
-                            _acquire_contended(lock)
-                        try:
-                            if dq and not self._closed and partitioner._info is sticky:
-                                last = dq[-1]
-                                builder = last.builder
-                                if not builder.is_full():  # else a deferred switch may be due
-                                    future = last.try_append(timestamp, key, value, headers, callback, now)
-                                    if future is not None:
-                                        last_full = builder.is_full()
-                                        partitioner.update_partition_info(
-                                            sticky, last.appended_bytes, cluster, last_full
-                                        )
-                                        self.records_appended += 1
-                                        return _new_tuple(
-                                            RecordAppendResult,
-                                            (future, last_full or len(dq) > 1, False, pq.tp[1], False),
-                                        )
-                        finally:
-                            lock.release()
-        return self._append(
-            topic, partition, timestamp, key, value, headers, callback, max_block_ms, now, cluster,
-            abort_on_new_batch,
-        )
+        if info is None:
+            info = self._topic_info(topic)
+        buffer: bytearray | None = None
+        try:
+            while True:
+                if partition < 0:
+                    partitioner = info.partitioner
+                    sticky = partitioner._info
+                    if sticky is None:
+                        sticky = partitioner.peek_current_partition_info(cluster)
+                    effective = sticky.partition
+                else:
+                    sticky = None
+                    effective = partition
+                pq = info.queues._map.get(effective)
+                if pq is None:
+                    pq = self._queue(info, topic, effective)
+                dq = pq.deque
+                lock = pq.lock
+
+                if not lock.acquire(False):
+                    _acquire_contended(lock)
+                try:
+                    if self._closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    # _partition_changed only when it has something to do (switched, or the last batch
+                    # full): calling it for every keyless record cost 460 instructions, 2% of this method
+                    # (callgrind)
+                    if sticky is not None and (partitioner._info is not sticky or (
+                            (not dq or dq[-1].builder.is_full())
+                            and _partition_changed(partitioner, sticky, dq, cluster))):
+                        continue
+                    if dq:
+                        last = dq[-1]
+                        future = last.try_append(timestamp, key, value, headers, callback, now)
+                        if future is not None:
+                            if sticky is None:
+                                full = len(dq) > 1 or last.builder.is_full()
+                            else:
+                                full = last.builder.is_full()
+                                partitioner.update_partition_info(sticky, last.appended_bytes, cluster, full)
+                                full = full or len(dq) > 1
+                            self.records_appended += 1
+                            return _new_tuple(RecordAppendResult, (future, full, False, effective, False))
+                        last.builder.seal()
+                finally:
+                    lock.release()
+
+                if abort_on_new_batch:
+                    return RecordAppendResult(None, False, False, effective, True)
+
+                if buffer is None:
+                    size = estimate_batch_size_upper_bound(key, value, headers)
+                    if size < self._batch_size:
+                        size = self._batch_size
+                    buffer = self.pool.allocate(size, max_block_ms)  # may block; no lock held
+                    now = self._clock.monotonic_ms()
+
+                if not lock.acquire(False):
+                    _acquire_contended(lock)
+                try:
+                    if self._closed:
+                        raise ProducerClosedError("Producer closed while send in progress")
+                    if sticky is not None and _partition_changed(partitioner, sticky, dq, cluster):
+                        continue
+                    result = self._append_new_batch(
+                        info, pq, timestamp, key, value, headers, callback, buffer, now
+                    )
+                    if result.new_batch_created:
+                        buffer = None  # now owned by the batch
+                    if sticky is not None:
+                        last = dq[-1]
+                        partitioner.update_partition_info(sticky, last.appended_bytes, cluster, last.builder.is_full())
+                    return result
+                finally:
+                    lock.release()
+        finally:
+            if buffer is not None:
+                self.pool.deallocate(buffer)
 
     def append_open(
         self,
@@ -366,7 +392,8 @@ class RecordAccumulator:
             index = batch.try_append_open(timestamp, key, value, callback, key_size, value_size)
             if index < 0:
                 return None
-            if sticky is not None:
+            if sticky is not None:  # update_partition_info(sticky, grown, cluster, False) up to a switch:
+                # calling it for every record cost 3.5% of a pure-Python keyless record (callgrind)
                 grown = batch.appended_bytes
                 produced = sticky.produced_bytes + grown
                 if produced < partitioner.double_batch_size:
@@ -388,96 +415,6 @@ class RecordAccumulator:
         future.serialized_key_size = key_size
         future.serialized_value_size = value_size
         return future
-
-    def _append(
-        self,
-        topic: str,
-        partition: int,
-        timestamp: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        callback: RecordCallback | None,
-        max_block_ms: float,
-        now: float,
-        cluster: ClusterView,
-        abort_on_new_batch: bool,
-    ) -> RecordAppendResult:
-        """The general append (Java's loop): retries when the sticky partition moves under us."""
-        info = self._topic_info(topic)
-        buffer: bytearray | None = None
-        try:
-            while True:
-                if partition < 0:
-                    sticky = info.partitioner.peek_current_partition_info(cluster)
-                    effective = sticky.partition
-                else:
-                    sticky = None
-                    effective = partition
-                pq = info.queues.get(effective)
-                if pq is None:
-                    pq = self._queue(info, topic, effective)
-                dq = pq.deque
-                lock = pq.lock
-
-                if not lock.acquire(False):
-                    _acquire_contended(lock)
-                try:
-                    if self._closed:
-                        raise ProducerClosedError("Producer closed while send in progress")
-                    if sticky is not None and self._partition_changed(info.partitioner, sticky, dq, cluster):
-                        continue
-                    if dq:
-                        last = dq[-1]
-                        future = last.try_append(timestamp, key, value, headers, callback, now)
-                        if future is not None:
-                            last_full = last.builder.is_full()
-                            if sticky is not None:
-                                info.partitioner.update_partition_info(
-                                    sticky, last.appended_bytes, cluster, last_full
-                                )
-                            self.records_appended += 1
-                            return _new_tuple(
-                                RecordAppendResult,
-                                (future, last_full or len(dq) > 1, False, effective, False),
-                            )
-                        last.builder.seal()
-                finally:
-                    lock.release()
-
-                if abort_on_new_batch:
-                    return RecordAppendResult(None, False, False, effective, True)
-
-                if buffer is None:
-                    size = estimate_batch_size_upper_bound(key, value, headers)
-                    if size < self._batch_size:
-                        size = self._batch_size
-                    buffer = self.pool.allocate(size, max_block_ms)  # may block; no lock held
-                    now = self._clock.monotonic_ms()
-
-                if not lock.acquire(False):
-                    _acquire_contended(lock)
-                try:
-                    if self._closed:
-                        raise ProducerClosedError("Producer closed while send in progress")
-                    if sticky is not None and self._partition_changed(info.partitioner, sticky, dq, cluster):
-                        continue
-                    result = self._append_new_batch(
-                        info, pq, timestamp, key, value, headers, callback, buffer, now
-                    )
-                    if result.new_batch_created:
-                        buffer = None  # now owned by the batch
-                    if sticky is not None:
-                        last = dq[-1]
-                        info.partitioner.update_partition_info(
-                            sticky, last.appended_bytes, cluster, last.builder.is_full()
-                        )
-                    return result
-                finally:
-                    lock.release()
-        finally:
-            if buffer is not None:
-                self.pool.deallocate(buffer)
 
     def _append_new_batch(
         self,
@@ -512,22 +449,6 @@ class RecordAccumulator:
         self.records_appended += 1
         self.batches_created += 1
         return RecordAppendResult(future, len(dq) > 1 or builder.is_full(), True, pq.tp[1])
-
-    @staticmethod
-    def _partition_changed(
-        partitioner: BuiltInPartitioner,
-        sticky: StickyPartitionInfo,
-        dq: deque[ProducerBatch],
-        cluster: ClusterView,
-    ) -> bool:
-        """Under the queue lock: did another thread switch the sticky partition? Also completes a
-        switch deferred while the last batch was still open."""
-        if partitioner.is_partition_changed(sticky):
-            return True
-        if not dq or dq[-1].builder.is_full():
-            partitioner.update_partition_info(sticky, 0, cluster, True)
-            return partitioner.is_partition_changed(sticky)
-        return False
 
     def _topic_info(self, topic: str) -> _TopicInfo:
         info = self._topics.get(topic)
@@ -1099,6 +1020,22 @@ class RecordAccumulator:
                 self.pool.deallocate(buffer)
             self.records_appended += i - start
         return segments, None
+
+
+def _partition_changed(
+    partitioner: BuiltInPartitioner,
+    sticky: StickyPartitionInfo,
+    dq: deque[ProducerBatch],
+    cluster: ClusterView,
+) -> bool:
+    """Under the queue lock: did another thread switch the sticky partition? Also completes a
+    switch deferred while the last batch was still open."""
+    if partitioner.is_partition_changed(sticky):
+        return True
+    if not dq or dq[-1].builder.is_full():
+        partitioner.update_partition_info(sticky, 0, cluster, True)
+        return partitioner.is_partition_changed(sticky)
+    return False
 
 
 def _acquire_contended(lock: threading.Lock) -> None:
