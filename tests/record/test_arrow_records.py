@@ -8,8 +8,8 @@ Inputs cover null / empty / unicode / long (> 64 and > 8192 bytes) keys and valu
 (none, null list, empty list, several, null and string values), string / large / view / dictionary
 column types and sliced arrays and record batches. Each test runs on both implementations of
 ``append_tails``: the C accelerator (``impl == "c"``) and the Python loop (``_c_append_tails`` patched
-to None); the Python side also encodes tails with Arrow kernels instead of the C ``encode_tails_kv``
-(rows without headers), which ``test_c_tails_*`` compare with the kernels directly.
+to None); the Python side also encodes tails with Arrow kernels instead of the C ``encode_tails_kv`` /
+``encode_tails_kvh`` (rows without / with headers), which ``test_c_tails_*`` compare with the kernels directly.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     else:
         monkeypatch.setattr(builder_module, "_c_append_tails", None)
         monkeypatch.setattr(tails_module, "_c_tails", None)
+        monkeypatch.setattr(tails_module, "_c_tails_headers", None)
     return str(request.param)
 
 
@@ -317,7 +318,9 @@ def test_sliced_inputs(impl: str, where: str) -> None:
 def test_a_sliced_headers_column_encodes_only_its_own_headers(monkeypatch: pytest.MonkeyPatch) -> None:
     """``ListArray.values`` is every header of the unsliced column: encoding them all for each slice made
     sending a big batch in many slices quadratic. Only the slice's headers reach the encoder, with the
-    same bytes as an unsliced copy of the rows."""
+    same bytes as an unsliced copy of the rows. (The Arrow kernels' path; the accelerator's reads only the
+    slice's items too, and ``test_c_tails_with_headers_equal_the_kernel_tails`` checks it on slices.)"""
+    monkeypatch.setattr(tails_module, "_c_tails_headers", None)
     rows: list[Row] = [(b"k%d" % i, b"v%d" % i, [("h", b"x%d" % i), ("g", None)]) for i in range(1000)]
     batch = _batch(rows, "binary", "binary", "binary")
     encoded: list[int] = []
@@ -592,13 +595,13 @@ def test_records_property_after_a_compressed_close(impl: str, codec: Compression
 _NO_HEADER_KINDS = ["binary", "large_binary", "string", "large_string", "binary_view", "dict_binary"]
 
 
-def _kernel_tails(keys: pa.Array | None, values: pa.Array) -> pa.Array:
-    saved = tails_module._c_tails
-    tails_module._c_tails = None
+def _kernel_tails(keys: pa.Array | None, values: pa.Array, headers: pa.Array | None = None) -> pa.Array:
+    saved = tails_module._c_tails, tails_module._c_tails_headers
+    tails_module._c_tails = tails_module._c_tails_headers = None
     try:
-        return encode_tails(keys, values)
+        return encode_tails(keys, values, headers)
     finally:
-        tails_module._c_tails = saved
+        tails_module._c_tails, tails_module._c_tails_headers = saved
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -644,8 +647,95 @@ def test_c_tails_is_used_for_rows_without_headers(monkeypatch: pytest.MonkeyPatc
     encode_tails(pa.array([b"k", None]), pa.array(["v", "w"]))
     encode_tails(None, pa.array([b"v"], pa.large_binary()))
     encode_tails(pa.array(["k"]).dictionary_encode(), pa.array([b"v"]))  # dictionary: the kernels
-    encode_tails(None, pa.array([b"v"]), _header_column([[("h", b"x")]], "binary", False))  # headers: kernels
+    encode_tails(None, pa.array([b"v"]), _header_column([[("h", b"x")]], "binary", False))  # encode_tails_kvh
     assert calls == [2, 1]
+
+
+_HEADER_VALUE_KINDS = ["binary", "large_binary", "string", "large_string", "binary_view", "dict_binary"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(_row, min_size=0, max_size=30),
+       kinds=st.tuples(st.sampled_from(_NO_HEADER_KINDS), st.sampled_from(_NO_HEADER_KINDS),
+                       st.sampled_from(_HEADER_VALUE_KINDS), st.booleans(), st.booleans()),
+       cut=st.tuples(st.integers(0, 9), st.integers(0, 9)))
+def test_c_tails_with_headers_equal_the_kernel_tails(rows: list[Row], kinds: tuple[str, str, str, bool, bool],
+                                                     cut: tuple[int, int]) -> None:
+    """With a headers column, the accelerator's tails (``encode_tails_kvh``) are byte for byte the Arrow kernels'
+    ones: null, empty and several headers per row, null header values, list and large_list columns, every key,
+    value and header value layout (dictionary and view children go to the kernels), sliced columns; and they
+    decode to the rows."""
+    if tails_module._c_tails_headers is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    key_kind, value_kind, header_kind, no_keys, large_list = kinds
+    full: list[Row] = [(b"k" * i, b"v", [("pre", b"x" * i)] if i % 2 else None) for i in range(cut[0])]
+    full += rows
+    full += [(None, b"after", [("post", None)])] * cut[1]
+    full = _normalise(full, "string" in key_kind, "string" in value_kind, "string" in header_kind)
+    batch = _batch(full, None if no_keys else key_kind, value_kind, header_kind, large_list).slice(cut[0], len(rows))
+    keys = None if no_keys else batch.column("key")
+    got = encode_tails(keys, batch.column("value"), batch.column("headers"))
+    assert got.type == pa.large_binary()
+    assert got.to_pylist() == _kernel_tails(keys, batch.column("value"), batch.column("headers")).to_pylist()
+    if rows:
+        bulk, count = _bulk(got)
+        assert count == len(rows)
+        want = _normalise(rows, "string" in key_kind, "string" in value_kind, "string" in header_kind)
+        assert [(k, v, h) for _, k, v, h in _decoded(bulk)] == [
+            (None if no_keys else _b(k), _b(v), _ref_headers(h) or []) for k, v, h in want]
+
+
+def test_c_tails_with_headers_is_used_and_reads_offset_items(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``encode_tails_kvh`` really runs for Spark's header layout (list<struct<string, binary>>), also when the
+    list's items are themselves a slice of a larger struct array; dictionary header values and null header
+    structs go to the kernels."""
+    real = tails_module._c_tails_headers
+    if real is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    calls: list[int] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(tails_module, "_c_tails_headers", spy)
+    big = pa.StructArray.from_arrays([pa.array(["skip", "a", "b", "c"]), pa.array([b"s", b"1", None, b"3"])],
+                                     names=["key", "value"])
+    headers = pa.ListArray.from_arrays(pa.array([0, 2, 2, 3], pa.int32()), big.slice(1))
+    got = encode_tails(pa.array(["k1", "k2", "k3"]), pa.array([b"v1", b"v2", b"v3"]), headers)
+    assert calls == [3]
+    assert got.to_pylist() == _kernel_tails(pa.array(["k1", "k2", "k3"]), pa.array([b"v1", b"v2", b"v3"]),
+                                            headers).to_pylist()
+    assert got[0].as_py() == b"\x04k1\x04v1\x04\x02a\x021\x02b\x01"  # header b has a null value (length -1)
+    dict_values = _header_column([[("h", b"x")]], "dict_binary", False)
+    null_struct = pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), pa.StructArray.from_arrays(
+        [pa.array(["h"]), pa.array([b"x"])], names=["key", "value"], mask=pa.array([True])))
+    for column in (dict_values, null_struct):
+        assert encode_tails(None, pa.array([b"v"]), column).to_pylist() == _kernel_tails(
+            None, pa.array([b"v"]), column).to_pylist()
+    assert calls == [3]
+
+
+def test_c_tails_with_headers_rejects_inconsistent_buffers() -> None:
+    """List offsets that decrease or point past the header items, or a short list validity bitmap, raise
+    instead of reading out of bounds."""
+    c = tails_module._c_tails_headers
+    if c is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    import struct as _struct
+    value = (_struct.pack("<2i", 0, 1), b"v", None, 0, False)
+    no_key = (None, None, None, 0, True)
+    item = (_struct.pack("<2i", 0, 1), b"h", None, 0, False)
+    with pytest.raises(ValueError, match="not increasing or point past"):
+        c(*no_key, *value, _struct.pack("<2i", 0, 2), None, 0, False, *item, *item, 1, 1)  # 2 > 1 item
+    with pytest.raises(ValueError, match="not increasing"):
+        c(*no_key, *value, _struct.pack("<2i", 1, 0), None, 0, False, *item, *item, 1, 1)
+    with pytest.raises(ValueError, match="outside the offsets"):
+        c(*no_key, *value, _struct.pack("<1i", 0), None, 0, False, *item, *item, 1, 1)
+    with pytest.raises(ValueError, match="validity bitmap"):
+        c(*no_key, *value, _struct.pack("<2i", 0, 1), b"", 0, False, *item, *item, 1, 1)
+    with pytest.raises(ValueError, match="outside the offsets"):
+        c(*no_key, *value, _struct.pack("<2i", 0, 2), None, 0, False, *item, *item, 2, 1)  # 2 items, 1 item row
 
 
 def test_c_tails_rejects_inconsistent_buffers() -> None:

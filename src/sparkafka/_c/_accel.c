@@ -22,6 +22,9 @@
  *       headers, as the int64 offsets and the data of a large_binary array (two bytearrays). The
  *       loops run without the GIL (the Sender thread keeps working meanwhile) when every input
  *       buffer is read-only (Arrow IPC data as Spark hands it over); writable ones keep the GIL.
+ *   encode_tails_kvh(k x5, v x5, loffsets, lvalid, lfirst, lwide, hk x5, hv x5, items, n) -> (offsets, data)
+ *       the same with headers: a list column (offsets into ``items`` header items, validity) and the
+ *       items' key and value columns.
  *   run_success_callbacks(callbacks, metadata_type, topic, partition, base, base_ts, log_append_time, report)
  *       the callbacks of a successful batch, each with its RecordMetadata (see below).
  *   BuilderState, BatchState, FutureState, StickyState, PartitionerState (_append.c): the state the
@@ -358,11 +361,13 @@ static void release_column(column_t *c) {
     c->has_o = c->has_d = c->has_v = 0;
 }
 
-static int get_column(PyObject *const *args, Py_ssize_t n, column_t *c, const char *what) {
+/* Rows [first + skip, first + skip + n) of a column (args: offsets, data, validity or None, first, wide). */
+static int get_column_span(PyObject *const *args, Py_ssize_t skip, Py_ssize_t n, column_t *c, const char *what) {
     c->has_o = c->has_d = c->has_v = 0;
     c->first = PyLong_AsSsize_t(args[3]);
     if (c->first == -1 && PyErr_Occurred())
         return -1;
+    c->first += skip;
     int wide = PyObject_IsTrue(args[4]);
     if (wide < 0)
         return -1;
@@ -384,6 +389,10 @@ static int get_column(PyObject *const *args, Py_ssize_t n, column_t *c, const ch
     c->o.off = c->ov.buf;
     c->o.wide = wide;
     return check_column(&c->o, c->ov.len, c->dv.len, c->first, n);
+}
+
+static int get_column(PyObject *const *args, Py_ssize_t n, column_t *c, const char *what) {
+    return get_column_span(args, 0, n, c, what);
 }
 
 /* The bytes of row i: its length, or -1 for a null. */
@@ -467,6 +476,185 @@ done:
     Py_XDECREF(data);
     release_column(&k);
     release_column(&v);
+    return result;
+}
+
+/* The list column of encode_tails_kvh: offsets into the header items, an optional validity bitmap. */
+typedef struct {
+    Py_buffer ov, vv;
+    int has_o, has_v;
+    offsets_t o;
+    Py_ssize_t first;
+} list_t;
+
+static void release_list(list_t *l) {
+    if (l->has_o)
+        PyBuffer_Release(&l->ov);
+    if (l->has_v)
+        PyBuffer_Release(&l->vv);
+    l->has_o = l->has_v = 0;
+}
+
+/* args: offsets, validity or None, first, wide; rows [first, first + n]; offsets within [0, items]. */
+static int get_list(PyObject *const *args, Py_ssize_t n, Py_ssize_t items, list_t *l) {
+    l->has_o = l->has_v = 0;
+    l->first = PyLong_AsSsize_t(args[2]);
+    if (l->first == -1 && PyErr_Occurred())
+        return -1;
+    int wide = PyObject_IsTrue(args[3]);
+    if (wide < 0)
+        return -1;
+    if (get_ro_buffer(args[0], &l->ov, "headers") < 0)
+        return -1;
+    l->has_o = 1;
+    if (args[1] != Py_None) {
+        if (get_ro_buffer(args[1], &l->vv, "headers") < 0)
+            return -1;
+        l->has_v = 1;
+        if (l->first < 0 || (l->first + n + 7) / 8 > l->vv.len) {
+            PyErr_SetString(PyExc_ValueError, "headers: validity bitmap shorter than the rows");
+            return -1;
+        }
+    }
+    l->o.off = l->ov.buf;
+    l->o.wide = wide;
+    return check_column(&l->o, l->ov.len, items, l->first, n);
+}
+
+static inline int list_valid(const list_t *l, Py_ssize_t i) {
+    Py_ssize_t j = l->first + i;
+    return !l->has_v || ((((const unsigned char *)l->vv.buf)[j >> 3] >> (j & 7)) & 1);
+}
+
+static inline int ro_column(const column_t *c) {
+    return c->ov.readonly && c->dv.readonly && (!c->has_v || c->vv.readonly);
+}
+
+static inline char *put_bytes(char *p, const column_t *c, Py_ssize_t j, int64_t len) {
+    p = put_varint(p, len);
+    if (len > 0) {
+        memcpy(p, (const char *)c->dv.buf + off_at(&c->o, c->first + j), (size_t)len);
+        p += len;
+    }
+    return p;
+}
+
+/* encode_tails_kvh(k x5, v x5, loffsets, lvalid, lfirst, lwide, hk x5, hv x5, items, n) -> (offsets, data)
+ * encode_tails_kv with headers: row i's headers are the header items [lo, hi) of the list offsets (a null
+ * list is no headers), item j's key and value are row j of the hk and hv columns (``items`` rows each);
+ * each header is ``keyLength key valueLength value`` after the header count (Java DefaultRecord). */
+static PyObject *accel_encode_tails_kvh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 26) {
+        PyErr_SetString(PyExc_TypeError, "encode_tails_kvh takes 26 arguments");
+        return NULL;
+    }
+    Py_ssize_t items = PyLong_AsSsize_t(args[24]);
+    if (items == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyLong_AsSsize_t(args[25]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0 || items < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_tails_kvh: negative row or item count");
+        return NULL;
+    }
+    column_t k, v, hk, hv;
+    list_t l;
+    k.has_o = k.has_d = k.has_v = 0;
+    v.has_o = v.has_d = v.has_v = 0;
+    hk.has_o = hk.has_d = hk.has_v = 0;
+    hv.has_o = hv.has_d = hv.has_v = 0;
+    l.has_o = l.has_v = 0;
+    int has_key = args[0] != Py_None;
+    PyObject *offsets = NULL, *data = NULL, *result = NULL;
+    if (has_key && get_column(args, n, &k, "keys") < 0)
+        goto done;
+    if (get_column(args + 5, n, &v, "values") < 0)
+        goto done;
+    if (get_list(args + 10, n, items, &l) < 0)
+        goto done;
+    /* only the items of these rows are read (and checked): slicing a big column into many parts stays linear */
+    Py_ssize_t item_lo = (Py_ssize_t)off_at(&l.o, l.first), item_hi = (Py_ssize_t)off_at(&l.o, l.first + n);
+    if (get_column_span(args + 14, item_lo, item_hi - item_lo, &hk, "header keys") < 0)
+        goto done;
+    if (get_column_span(args + 19, item_lo, item_hi - item_lo, &hv, "header values") < 0)
+        goto done;
+    /* without the GIL only when every input buffer is read-only (see encode_tails_kv) */
+    int nogil = ro_column(&v) && (!has_key || ro_column(&k)) && ro_column(&hk) && ro_column(&hv)
+                && l.ov.readonly && (!l.has_v || l.vv.readonly);
+    PyThreadState *released;
+    int64_t total = 0;
+    int too_long = 0;
+    released = nogil ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < n && !too_long; i++) {
+        int64_t kl = has_key ? column_len(&k, i) : -1;
+        int64_t vl = column_len(&v, i);
+        if (kl > INT32_MAX || vl > INT32_MAX) {
+            too_long = 1;
+            break;
+        }
+        total += varint_len(kl) + (kl > 0 ? kl : 0) + varint_len(vl) + (vl > 0 ? vl : 0);
+        int64_t lo = 0, hi = 0;
+        if (list_valid(&l, i)) {
+            lo = off_at(&l.o, l.first + i);
+            hi = off_at(&l.o, l.first + i + 1);
+        }
+        total += varint_len(hi - lo);
+        for (int64_t j = lo; j < hi; j++) {
+            int64_t hkl = column_len(&hk, (Py_ssize_t)(j - item_lo));
+            int64_t hvl = column_len(&hv, (Py_ssize_t)(j - item_lo));
+            if (hkl > INT32_MAX || hvl > INT32_MAX) {
+                too_long = 1;
+                break;
+            }
+            total += varint_len(hkl) + (hkl > 0 ? hkl : 0) + varint_len(hvl) + (hvl > 0 ? hvl : 0);
+        }
+    }
+    if (released != NULL)
+        PyEval_RestoreThread(released);
+    if (too_long) {
+        PyErr_SetString(PyExc_ValueError, "a key, value or header is longer than 2^31-1 bytes");
+        goto done;
+    }
+    offsets = PyByteArray_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    data = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total > 0 ? total : 0));
+    if (offsets == NULL || data == NULL)
+        goto done;
+    int64_t *out_off = (int64_t *)PyByteArray_AS_STRING(offsets);
+    char *base = PyByteArray_AS_STRING(data);
+    released = nogil ? PyEval_SaveThread() : NULL;
+    char *p = base;
+    out_off[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (has_key)
+            p = put_bytes(p, &k, i, column_len(&k, i));
+        else
+            p = put_varint(p, -1);
+        p = put_bytes(p, &v, i, column_len(&v, i));
+        int64_t lo = 0, hi = 0;
+        if (list_valid(&l, i)) {
+            lo = off_at(&l.o, l.first + i);
+            hi = off_at(&l.o, l.first + i + 1);
+        }
+        p = put_varint(p, hi - lo);
+        for (int64_t j = lo; j < hi; j++) {
+            Py_ssize_t r = (Py_ssize_t)(j - item_lo);
+            p = put_bytes(p, &hk, r, column_len(&hk, r));
+            p = put_bytes(p, &hv, r, column_len(&hv, r));
+        }
+        out_off[i + 1] = (int64_t)(p - base);
+    }
+    if (released != NULL)
+        PyEval_RestoreThread(released);
+    result = PyTuple_Pack(2, offsets, data);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(data);
+    release_column(&k);
+    release_column(&v);
+    release_column(&hk);
+    release_column(&hv);
+    release_list(&l);
     return result;
 }
 
@@ -598,6 +786,8 @@ static PyMethodDef accel_methods[] = {
      "Run a successful batch's callbacks with their RecordMetadata (ProducerBatch._run_success_callbacks)."},
     {"encode_tails_kv", (PyCFunction)(void (*)(void))accel_encode_tails_kv, METH_FASTCALL,
      "Record tails of a key and a value column without headers (producer/arrow/tails.py encode_tails)."},
+    {"encode_tails_kvh", (PyCFunction)(void (*)(void))accel_encode_tails_kvh, METH_FASTCALL,
+     "encode_tails_kvh(k x5, v x5, loffsets, lvalid, lfirst, lwide, hk x5, hv x5, items, n) -> (offsets, data)"},
     {NULL, NULL, 0, NULL},
 };
 
