@@ -58,6 +58,13 @@ class Stream:
         while self.sent < target:
             self._chunk(min(CHUNK, target - self.sent))
 
+    def settle(self) -> None:
+        """Wait until every record sent so far is complete (acknowledged or failed)."""
+        futures = self.run.ledger.futures
+        while self._complete_upto < self.sent:
+            futures[self._complete_upto].exception(WAIT_S)
+            self._complete_upto += 1
+
     def at(self, index: int, name: str, action: Callable[[], Any]) -> Callable[[], None]:
         """Run ``action`` on a thread of its own once ``index`` records are sent, while the stream goes on
         (a fault that meets requests on the wire); returns a function that waits for it to be over."""
