@@ -83,20 +83,27 @@ def column_buffers(arr: pa.Array) -> tuple[pa.Buffer, pa.Buffer | bytes, pa.Buff
     return offsets, (b"" if data is None else data), (validity if arr.null_count else None), arr.offset, wide
 
 
+def _key_value_buffers(keys: pa.Array | None, values: pa.Array) -> tuple[tuple[object, ...], tuple[object, ...]] | None:
+    """The C calls' arguments for the key column (a null key column for ``keys=None``) and the value
+    column, or None if either has a layout the C code does not read."""
+    vcol = column_buffers(values)
+    if vcol is None:
+        return None
+    if keys is None:
+        return (None, None, None, 0, True), vcol
+    kcol = column_buffers(keys)
+    return None if kcol is None else (kcol, vcol)
+
+
 def _encode_tails_c(keys: pa.Array | None, values: pa.Array) -> pa.Array | None:
     """``encode_tails`` without headers by the accelerator, or None if it is missing or a column has
     another layout."""
     if _c_tails is None:
         return None
-    vcol = column_buffers(values)
-    if vcol is None:
+    columns = _key_value_buffers(keys, values)
+    if columns is None:
         return None
-    kcol: tuple[object, ...] = (None, None, None, 0, True)
-    if keys is not None:
-        found = column_buffers(keys)
-        if found is None:
-            return None
-        kcol = found
+    kcol, vcol = columns
     n = len(values)
     try:
         offsets, data = _c_tails(*kcol, *vcol, n)
@@ -123,15 +130,10 @@ def _encode_tails_c_headers(keys: pa.Array | None, values: pa.Array, headers: pa
     kind = items.type
     hk = column_buffers(items.field(kind.get_field_index("key")))
     hv = column_buffers(items.field(kind.get_field_index("value")))
-    vcol = column_buffers(values)
-    if hk is None or hv is None or vcol is None:
+    columns = _key_value_buffers(keys, values)
+    if hk is None or hv is None or columns is None:
         return None
-    kcol: tuple[object, ...] = (None, None, None, 0, True)
-    if keys is not None:
-        found = column_buffers(keys)
-        if found is None:
-            return None
-        kcol = found
+    kcol, vcol = columns
     validity, list_offsets = headers.buffers()[:2]
     n = len(values)
     try:
