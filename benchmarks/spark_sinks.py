@@ -4,7 +4,8 @@ Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders
 ``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
 local[2,4]``, ``--batch-size 16384``, ``--bootstrap-servers`` for a running broker, ``--sinks`` a subset
 of noop kafka sparkafka sparkafka-eo sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
-next to at-least-once: ``--sinks sparkafka sparkafka-eo --rows 1000000``.
+next to at-least-once: ``--sinks sparkafka sparkafka-eo --rows 1000000``. ``--chart-from DIR`` only redraws
+``DIR/sinks.png`` from ``DIR/results.json``.
 
 How it works: Spark's Kafka connector (``org.apache.spark:spark-sql-kafka-0-10_2.13``, the version of
 ``benchmarks/spark-kafka/pom.xml``) is copied from Maven Central by ``mvn dependency:copy-dependencies``
@@ -37,8 +38,9 @@ seconds per million rows of the Spark process tree (the driver JVM, which runs t
 mode, and its Python workers; from ``/proc``, children reaped during the run included), the records
 read back (confluent-kafka at ``isolation.level=read_committed``, its default), and sparkafka's rate divided
 by each sink's; then the exactly-once sink's rate and CPU per row divided by the at-least-once one's, and the
-pure-Python sink's rate divided by the accelerated one's (issue 22's target: at least 0.5x). Spark's
-connector is fetched only when the ``kafka`` sink runs.
+pure-Python sink's rate divided by the accelerated one's (issue 22's target: at least 0.5x). Writes
+``results.md``, ``results.json`` and ``sinks.png`` (rows/s and CPU per million rows of every sink's best
+run; needs matplotlib) under ``--out``. Spark's connector is fetched only when the ``kafka`` sink runs.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -189,6 +192,41 @@ def rows_df(spark: Any, data: str, rows: int, partitions: int | None) -> Any:
     return ids.select(key.alias("key"), F.lit(random_payload(100)).alias("value"))
 
 
+SINK_LABELS = {"noop": "noop (Spark builds the rows)", "kafka": 'format("kafka") (Spark\'s sink)',
+               "sparkafka": 'format("sparkafka")', "sparkafka-eo": "sparkafka, exactly-once",
+               "sparkafka-py": "sparkafka, no C accelerator"}
+
+
+def chart(best: dict[str, dict[str, Any]], header: str, path: str) -> bool:
+    """Two panels, one bar per sink: rows/s and CPU seconds per million rows of its best run."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    sinks = [s for s in SINKS if s in best]
+    labels = [SINK_LABELS[s] for s in sinks]
+    colors = ["#bbbbbb" if s == "noop" else "#ff7f0e" if s == "kafka" else "#d62728" for s in sinks]
+    fig, (rate, cpu) = plt.subplots(1, 2, figsize=(12, 0.6 * len(sinks) + 1.8))
+    for ax, field, scale, title in ((rate, "rows_per_second", 1e-3, "thousand rows/s (best run)"),
+                                    (cpu, "cpu_seconds_per_million", 1, "CPU s / M rows (Spark JVM + Python)")):
+        values = [best[s][field] * scale for s in sinks]
+        bars = ax.barh(labels, values, color=colors)
+        ax.bar_label(bars, fmt="%.0f" if scale != 1 else "%.2f", padding=3, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    cpu.set_yticklabels([])
+    first = header.split(". Run took")[0]
+    fig.suptitle("\n".join(textwrap.wrap(first, 160)[:3]), fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -201,7 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap-servers", default=None, help="default: one Apache Kafka node of our own")
     parser.add_argument("--sinks", nargs="+", choices=SINKS, default=list(SINKS))
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench" / "spark"))
+    parser.add_argument("--chart-from", default=None, metavar="DIR", help="only redraw DIR/sinks.png")
     args = parser.parse_args(argv)
+    if args.chart_from:
+        with open(os.path.join(args.chart_from, "results.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        return 0 if chart(saved["best"], saved["header"], os.path.join(args.chart_from, "sinks.png")) else 1
     sinks = [sink for sink in SINKS if sink in args.sinks]
 
     import pyspark
@@ -329,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f.write(text + "\n")
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump({"header": header, "best": best, "runs": runs}, f, indent=1)
+    if chart(best, header, os.path.join(args.out, "sinks.png")):
+        print(f"\nchart: {os.path.relpath(os.path.join(args.out, 'sinks.png'), ROOT)}")
     return 1 if failed else 0
 
 
