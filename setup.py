@@ -11,8 +11,10 @@ setup(
     ext_modules=[
         Extension(
             "sparkafka._accel",
-            sources=["src/sparkafka/_c/_accel.c", "src/sparkafka/_c/_append.c", "src/sparkafka/_c/_send_lane.c"],
-            depends=["src/sparkafka/_c/_accel_common.h", "src/sparkafka/_c/_append.h"],
+            sources=["src/sparkafka/_c/_accel.c", "src/sparkafka/_c/_append.c", "src/sparkafka/_c/_send_lane.c",
+                     "src/sparkafka/_c/_sender_io.c"],
+            depends=["src/sparkafka/_c/_accel_common.h", "src/sparkafka/_c/_append.h",
+                     "src/sparkafka/_c/_sender_io.h"],
             optional=True,
             extra_compile_args=["-O2"],
         )

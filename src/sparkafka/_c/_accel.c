@@ -31,6 +31,8 @@
  *       open-batch append reads and changes, and the rule (RecordBatchBuilder.try_append_open,
  *       ProducerBatch.try_append_open); _append.h is the interface between the producer and the C code.
  *   SendLane (_send_lane.c): KafkaProducer.send() for the common record in one C call.
+ *   wait_for_io(epoll_fd, timeout_ms, max_events), hand_over_gil() (_sender_io.c): the Sender's socket wait,
+ *       and the sending threads giving the GIL to it as soon as that wait ends.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -39,6 +41,7 @@
 
 #include "_accel_common.h"
 #include "_append.h"
+#include "_sender_io.h"
 
 /* The divisor of (h & 0x7fffffff) % n for a count n >= 1 as a uint32: a count above 2^31 - 1 is larger
  * than any positive hash, so 2^31 gives the same result (a plain cast made 2^32 divide by zero). */
@@ -797,7 +800,8 @@ static struct PyModuleDef accel_module = {
 
 PyMODINIT_FUNC PyInit__accel(void) {
     PyObject *module = PyModule_Create(&accel_module);
-    if (module != NULL && (sparkafka_add_append_types(module) < 0 || sparkafka_add_send_lane(module) < 0))
+    if (module != NULL && (sparkafka_add_append_types(module) < 0 || sparkafka_add_send_lane(module) < 0
+                           || sparkafka_add_sender_io_functions(module) < 0))
         Py_CLEAR(module);
     return module;
 }

@@ -36,6 +36,7 @@
 
 #include "_accel_common.h"
 #include "_append.h"
+#include "_sender_io.h"
 
 #ifndef Py_GIL_DISABLED
 
@@ -263,6 +264,7 @@ static int lane_append(SendLane *lane, PyObject *topic, long n, long partition, 
 static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     SendLane *lane = (SendLane *)self;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    sparkafka_hand_over_gil(); /* the Sender is back from its socket wait: let it run first (_sender_io.c) */
     if (!lane->enabled || nargs > N_PARAMS)
         return lane_hand_over(lane, args, nargsf, kwnames);
     PyObject *a[N_PARAMS] = {NULL, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None};

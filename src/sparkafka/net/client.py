@@ -12,6 +12,9 @@ that is not ready, or a broker sharing no version of the API, completes the requ
 the next ``poll``. ``poll(timeout_ms, now)`` selects until I/O, a wake-up, the earliest request or
 connection-setup deadline, or the timeout; then it does the reads/writes, enforces deadlines and finally
 runs the callbacks of everything that completed (responses, acks=0 writes, time-outs, disconnects).
+With the accelerator and an epoll selector the wait is ``_accel.wait_for_io`` (``_c/_sender_io.c``), after
+which the sending threads hand this thread the GIL at once instead of after the interpreter's switch
+interval.
 
 Reconnects back off exponentially with ±20% jitter (reconnect.backoff.ms .. reconnect.backoff.max.ms) and
 the connection setup timeout grows the same way; both reset when a connection reaches READY. Node
@@ -31,12 +34,14 @@ from __future__ import annotations
 import logging
 import math
 import random
+import select
 import selectors
 import socket
 from collections.abc import Callable, Mapping, Sequence
 
 from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock
+from ..accel import ACCEL
 from ..protocol.versions import ApiVersionsTable
 from .addresses import parse_bootstrap_servers
 from .backoff import ExponentialBackoff
@@ -57,6 +62,9 @@ from .tls import build_ssl_context
 __all__ = ["ClientResponse", "NetworkClient", "ResponseCallback"]
 
 log = logging.getLogger("sparkafka.net.client")
+
+_WAIT_FOR_IO: Callable[[int, int, int], list[tuple[int, int]]] | None = getattr(ACCEL, "wait_for_io", None)
+"""The accelerator's ``epoll_wait`` that hands the GIL back to this thread early (``_c/_sender_io.c``)."""
 
 DisconnectListener = Callable[[int, "Exception | None"], None]
 _MAX_SELECT_MS = 3_600_000.0
@@ -174,6 +182,10 @@ class NetworkClient:
         self._wakeup_requested = False  # a wakeup() since the last poll finished selecting
         self._selecting = False  # poll() is in (or about to enter) select
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._keys = self._selector.get_map()
+        self._epoll_fd = (self._selector.fileno() if _WAIT_FOR_IO is not None
+                          and isinstance(self._selector, getattr(selectors, "EpollSelector", ())) else -1)
+        """An epoll selector's descriptor when the accelerator's ``wait_for_io`` can wait on it, else -1."""
         if bootstrap_servers is not None:
             addresses = parse_bootstrap_servers(bootstrap_servers)
             self.update_nodes({-(i + 1): address for i, address in enumerate(addresses)})
@@ -515,7 +527,7 @@ class NetworkClient:
         if self._wakeup_requested:
             timeout = 0.0
         try:
-            ready = self._selector.select(timeout / 1000.0)
+            ready = self._selector.select(timeout / 1000.0) if self._epoll_fd < 0 else self._wait_for_io(timeout)
         finally:
             self._selecting = False
         # Whoever woke us appended before calling wakeup(); the caller's next look at its work (after
@@ -541,6 +553,21 @@ class NetworkClient:
             self._next_idle_check_ms = now + _IDLE_CHECK_INTERVAL_MS
             self._close_idle(now)
         self._run_callbacks()
+
+    def _wait_for_io(self, timeout_ms: float) -> list[tuple[selectors.SelectorKey, int]]:
+        """``EpollSelector.select`` through the accelerator's ``wait_for_io``: the same events, and a
+        sending thread in the C send lane gives this thread the GIL as soon as the wait ends instead of
+        after the interpreter's switch interval (``_c/_sender_io.c`` says why that matters)."""
+        assert _WAIT_FOR_IO is not None
+        keys = self._keys
+        ready = []
+        for fd, event in _WAIT_FOR_IO(self._epoll_fd, math.ceil(timeout_ms), len(keys)):
+            key = keys.get(fd)
+            if key is not None:  # as EpollSelector.select maps epoll's events to the selector's
+                events = (selectors.EVENT_WRITE if event & ~select.EPOLLIN else 0) | (
+                    selectors.EVENT_READ if event & ~select.EPOLLOUT else 0)
+                ready.append((key, events & key.events))
+        return ready
 
     def _drain_wakeup(self) -> None:
         # Drain first, clear the flag after: clearing first lets a wakeup() that lands in between write

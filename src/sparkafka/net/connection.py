@@ -18,19 +18,21 @@ user requests. A step may ``schedule_reauthentication``: once that time has come
 alone, then READY again.
 
 Outgoing frames (from the sans-I/O ``KafkaProtocol``) are queued as memoryviews and written as far as the
-socket allows (scatter-gather ``sendmsg`` on plain sockets; on TLS small frames are merged into one
-``send`` since SSL sockets have no ``sendmsg``); the write interest is registered only while bytes are
-pending. Incoming bytes go to ``KafkaProtocol.receive_data`` (TLS reads also drain ``pending()``, the
-bytes OpenSSL decrypted but the selector cannot see); each decoded response completes the oldest
-in-flight request. A request sent with ``expect_response=False`` (acks=0 Produce) completes when its last
-byte has been written. Every failure closes the connection and fails every in-flight request with one
-typed error: RequestTimedOutError (a request passed its deadline), NetworkExceptionError (connection
-lost), the ProtocolError raised by the decoder, AuthenticationError (TLS rejected, SASL rejected, a
-PLAINTEXT connection answered by a TLS listener's alert), or KafkaConnectionError / the handshake error
-for a connection that never became READY. A failed write first reads what the peer sent: a listener that
-refuses us sends its alert (or an answer) and then resets, so the write sees the reset while the alert
-still waits in the receive buffer, and that alert, not the reset, is the error. Completed user callbacks
-are appended to ``completions`` and run by the owner after the I/O step (never re-entrantly).
+socket allows (scatter-gather ``sendmsg`` on plain sockets; on TLS small frames are merged into one ``send``
+since SSL sockets have no ``sendmsg``); the write interest is registered only while bytes are pending. With
+the accelerator, a plaintext connection reads and writes through ``_accel.recv_nowait`` and ``send_nowait``
+(``_c/_sender_io.c``: the same calls, keeping the GIL, which the socket methods give up on every call and may
+then wait a switch interval to get back). Incoming bytes go to ``KafkaProtocol.receive_data`` (TLS reads also
+drain ``pending()``, the bytes OpenSSL decrypted but the selector cannot see); each decoded response completes
+the oldest in-flight request. A request sent with ``expect_response=False`` (acks=0 Produce) completes when
+its last byte has been written. Every failure closes the connection and fails every in-flight request with one
+typed error: RequestTimedOutError (a request passed its deadline), NetworkExceptionError (connection lost),
+the ProtocolError raised by the decoder, AuthenticationError (TLS rejected, SASL rejected, a PLAINTEXT
+connection answered by a TLS listener's alert), or KafkaConnectionError / the handshake error for a connection
+that never became READY. A failed write first reads what the peer sent: a listener that refuses us sends its
+alert (or an answer) and then resets, so the write sees the reset while the alert still waits in the receive
+buffer, and that alert, not the reset, is the error. Completed user callbacks are appended to ``completions``
+and run by the owner after the I/O step (never re-entrantly).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from typing import Any
 from .. import errors
 from .._clock import Clock
 from .._version import __version__
+from ..accel import ACCEL
 from ..protocol.framing import KafkaProtocol
 from ..protocol.messages import CLIENT_VERSIONS, ApiKey
 from ..protocol.primitives import Buffer
@@ -70,6 +73,9 @@ _READS_PER_EVENT = 16
 _UNSUPPORTED_VERSION = errors.UNSUPPORTED_VERSION
 
 
+_SEND_NOWAIT: Callable[[int, list[Buffer]], int] | None = getattr(ACCEL, "send_nowait", None)
+_RECV_NOWAIT: Callable[[int, int], bytes] | None = getattr(ACCEL, "recv_nowait", None)
+"""The accelerator's socket calls that keep the GIL (``_c/_sender_io.c``), for plaintext sockets."""
 _TLS_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _TLS_MERGE_BYTES = 65536
 _RAW_SIZE = struct.Struct(">i")
@@ -205,6 +211,9 @@ class BrokerConnection:
         self._recv_size = max(65536, receive_buffer_bytes)
         self.state = DISCONNECTED
         self._sock: socket.socket | None = None
+        self._fd = -1
+        """The plaintext socket's descriptor when its I/O goes through the accelerator (``_c/_sender_io.c``:
+        the non-blocking calls keep the GIL), else -1."""
         self._events = 0
         self._protocol: KafkaProtocol | None = None
         self._out: deque[memoryview] = deque()
@@ -379,6 +388,8 @@ class BrokerConnection:
 
     def _on_connected(self, now: float) -> None:
         log.debug("node %s: TCP connection to %s:%s established", self.node_id, self.host, self.port)
+        if self._ssl_context is None and _SEND_NOWAIT is not None and self._sock is not None:
+            self._fd = self._sock.fileno()
         if self._ssl_context is not None:
             self._start_tls(now)
             return
@@ -640,7 +651,7 @@ class BrokerConnection:
         sock = self._sock
         assert sock is not None
         try:
-            sent = sock.sendmsg(pieces)
+            sent = sock.sendmsg(pieces) if self._fd < 0 or _SEND_NOWAIT is None else _SEND_NOWAIT(self._fd, pieces)
         except _TLS_WOULD_BLOCK:
             sent = 0
         except OSError as exc:
@@ -685,9 +696,12 @@ class BrokerConnection:
             self._update_interest()
             return
         tls = self._ssl_context is not None
+        fd = self._fd
         while out:
             try:
-                if tls:
+                if fd >= 0 and _SEND_NOWAIT is not None:
+                    sent = _SEND_NOWAIT(fd, list(islice(out, _SENDMSG_MAX_BUFFERS)))
+                elif tls:
                     if len(out) > 1 and len(out[0]) < _TLS_MERGE_BYTES:
                         _merge_head(out)
                     sent = sock.send(out[0])
@@ -729,9 +743,11 @@ class BrokerConnection:
         protocol = self._protocol
         assert sock is not None and protocol is not None
         tls = isinstance(sock, ssl.SSLSocket)
+        fd = self._fd
         for _ in range(_READS_PER_EVENT):
             try:
-                data = sock.recv(self._recv_size)
+                data = (sock.recv(self._recv_size) if fd < 0 or _RECV_NOWAIT is None
+                        else _RECV_NOWAIT(fd, self._recv_size))
             except _TLS_WOULD_BLOCK:
                 return
             except OSError as exc:
@@ -975,6 +991,7 @@ class BrokerConnection:
                 except (KeyError, ValueError, OSError):
                     pass
                 self._events = 0
+            self._fd = -1
             try:
                 self._sock.close()
             except OSError:

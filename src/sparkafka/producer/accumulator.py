@@ -75,6 +75,7 @@ COMPRESSION_RATIO_DETERIORATE_STEP = 0.05
 RETRY_BACKOFF_EXP_BASE = 2
 RETRY_BACKOFF_JITTER = 0.2
 _sleep = time.sleep
+_HAND_OVER_GIL: Callable[[], None] | None = getattr(ACCEL, "hand_over_gil", None)
 
 
 BulkSegment = tuple[ProduceRequestResult, int, int]
@@ -1007,6 +1008,8 @@ class RecordAccumulator:
                     lock.release()
                 if ready:
                     wakeup()
+                if _HAND_OVER_GIL is not None:  # a Sender back from its socket wait runs first (_c/_sender_io.c)
+                    _HAND_OVER_GIL()
                 if i >= stop:
                     break
                 if buffer is None:

@@ -24,6 +24,7 @@ from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock
 from .._topic import validate_topic_name
 from .._types import ClusterView
+from ..accel import ACCEL
 from ..config import ProducerConfig
 from ..net.addresses import canonical_bootstrap_servers
 from ..net.client import NetworkClient
@@ -61,8 +62,10 @@ a metadata or memory wait past ``max.block.ms``, a record too large, a broker's 
 
 _live_producers: weakref.WeakSet[KafkaProducer] = weakref.WeakSet()
 _FORCED_CLOSE_GRACE_S = 2.0
-_time_ns = time.time_ns  # SystemClock.wall_ms inlined (see __init__)
 """How long close() waits for the I/O thread after forcing it to stop (it fails what is left, then exits)."""
+_time_ns = time.time_ns  # SystemClock.wall_ms inlined (see __init__)
+_HAND_OVER_GIL: Callable[[], None] | None = getattr(ACCEL, "hand_over_gil", None)
+"""Gives the GIL to a Sender back from its socket wait (``_c/_sender_io.c``); None without the accelerator."""
 
 
 def _after_fork_in_child() -> None:
@@ -219,6 +222,8 @@ class KafkaProducer:
         if self._interceptors is not None:
             return self._send_intercepted(self._interceptors, ProducerRecord(topic, value, key, partition,
                                                                              timestamp, headers), callback)
+        if _HAND_OVER_GIL is not None:  # a Sender back from its socket wait runs first (_c/_sender_io.c)
+            _HAND_OVER_GIL()
         try:
             return self._do_send(topic, value, key, partition, timestamp, headers, callback)
         except errors.KafkaError as exc:

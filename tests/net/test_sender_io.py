@@ -1,0 +1,198 @@
+"""The Sender thread's accelerated I/O (``_c/_sender_io.c``): socket calls that keep the GIL, the epoll wait
+that announces its return, and the sending threads handing the GIL over to it.
+
+How it works: the C functions are called directly on socket pairs and checked against what the socket
+module and ``select.epoll`` do; the hand-over is shown with a switch interval of 30 s, where a thread
+back from its wait would otherwise get the GIL only when the busy main thread's interval ran out; and a
+``NetworkClient`` talking to the fake broker is checked to use these calls for a plaintext connection
+(the TLS and pure-Python paths keep the socket module's calls; the whole suite runs both ways).
+Skipped when the accelerator is not built (or SPARKAFKA_NO_ACCEL=1).
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+import select
+import selectors
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from sparkafka import accel
+from sparkafka.net.client import NetworkClient
+from sparkafka.protocol.messages import ApiKey
+
+from .fake_broker import FakeBroker
+
+pytestmark = pytest.mark.skipif(accel.ACCEL is None, reason="the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+pytest.importorskip("select").epoll  # noqa: B018  (Linux: the epoll wait is Linux only)
+
+A: Any = accel.ACCEL
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    left, right = socket.socketpair()
+    left.setblocking(False)
+    right.setblocking(False)
+    yield left, right
+    left.close()
+    right.close()
+
+
+def test_send_nowait_writes_every_piece_in_order(pair: tuple[socket.socket, socket.socket]) -> None:
+    left, right = pair
+    pieces = [b"abc", bytearray(b"def"), memoryview(b"--ghi--")[2:5]]
+    assert A.send_nowait(left.fileno(), pieces) == 9
+    assert right.recv(100) == b"abcdefghi"
+
+
+def test_send_nowait_takes_at_most_64_pieces(pair: tuple[socket.socket, socket.socket]) -> None:
+    left, right = pair
+    pieces = [bytes([i]) for i in range(70)]
+    assert A.send_nowait(left.fileno(), pieces) == 64
+    assert right.recv(100) == bytes(range(64))
+
+
+def test_send_nowait_returns_0_when_the_socket_is_full(pair: tuple[socket.socket, socket.socket]) -> None:
+    left, right = pair
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    chunk = b"x" * 65536
+    total = 0
+    for _ in range(10_000):
+        sent = A.send_nowait(left.fileno(), [chunk])
+        if sent == 0:
+            break
+        total += sent
+    else:
+        pytest.fail("the socket never filled up")
+    received = 0
+    while True:  # every byte reported as written arrives
+        try:
+            data = right.recv(1 << 20)
+        except BlockingIOError:
+            break
+        received += len(data)
+    assert received == total
+
+
+def test_recv_nowait_reads_raises_when_empty_and_sees_the_end(pair: tuple[socket.socket, socket.socket]) -> None:
+    left, right = pair
+    with pytest.raises(BlockingIOError):
+        A.recv_nowait(right.fileno(), 16)
+    left.sendall(b"hello world")
+    assert A.recv_nowait(right.fileno(), 5) == b"hello"
+    assert A.recv_nowait(right.fileno(), 100) == b" world"
+    left.close()
+    assert A.recv_nowait(right.fileno(), 100) == b""
+
+
+def test_errors_are_oserrors_with_the_errno() -> None:
+    left, right = socket.socketpair()
+    fd = left.fileno()
+    left.close()
+    right.close()
+    with pytest.raises(OSError) as sent:
+        A.send_nowait(fd, [b"x"])
+    assert sent.value.errno == errno.EBADF
+    with pytest.raises(OSError) as got:
+        A.recv_nowait(fd, 10)
+    assert got.value.errno == errno.EBADF
+    with pytest.raises(ValueError, match="fd"):
+        A.send_nowait(-1, [b"x"])
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        A.recv_nowait(0, 0)
+    with pytest.raises(TypeError):
+        A.send_nowait(0, (b"x",))
+
+
+def test_send_nowait_on_a_closed_peer_raises_instead_of_a_sigpipe(pair: tuple[socket.socket, socket.socket]) -> None:
+    left, right = pair
+    right.close()
+    with pytest.raises(OSError) as exc:
+        for _ in range(3):
+            A.send_nowait(left.fileno(), [b"x" * 1000])
+    assert exc.value.errno in (errno.EPIPE, errno.ECONNRESET)
+
+
+def test_wait_for_io_reports_what_epoll_reports(pair: tuple[socket.socket, socket.socket]) -> None:
+    left, right = pair
+    epoll = select.epoll()
+    try:
+        epoll.register(left.fileno(), select.EPOLLIN | select.EPOLLOUT)
+        epoll.register(right.fileno(), select.EPOLLIN)
+        assert A.wait_for_io(epoll.fileno(), 0, 8) == [(left.fileno(), select.EPOLLOUT)]
+        left.sendall(b"x")
+        got = sorted(A.wait_for_io(epoll.fileno(), 1000, 8))
+        assert got == sorted(epoll.poll(0, 8))
+        assert (right.fileno(), select.EPOLLIN) in got
+        right.recv(10)
+        epoll.modify(left.fileno(), select.EPOLLIN)
+        assert A.wait_for_io(epoll.fileno(), 10, 8) == []  # nothing ready: the timeout ends the wait
+    finally:
+        epoll.close()
+
+
+def test_a_thread_back_from_wait_for_io_gets_the_gil_from_a_busy_thread(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    """With a 30 s switch interval the waiting thread would run only when the main thread blocks or its
+    interval ends; ``hand_over_gil`` (what the C send lane calls per record) gives it the GIL at once."""
+    left, right = pair
+    epoll = select.epoll()
+    epoll.register(right.fileno(), select.EPOLLIN)
+    done = threading.Event()
+    waiting = threading.Event()
+
+    def sender() -> None:
+        waiting.set()
+        A.wait_for_io(epoll.fileno(), 20_000, 4)
+        done.set()
+
+    previous = sys.getswitchinterval()
+    thread = threading.Thread(target=sender, daemon=True)
+    try:
+        thread.start()
+        assert waiting.wait(10)
+        sys.setswitchinterval(30.0)
+        time.sleep(0.05)  # the thread is in epoll_wait (it released the GIL before it)
+        left.sendall(b"x")
+        deadline = time.monotonic() + 10.0  # time.monotonic() keeps the GIL
+        spins = 0
+        while not done.is_set() and time.monotonic() < deadline:  # is_set() keeps the GIL too
+            A.hand_over_gil()
+            spins += 1
+        assert done.is_set(), f"the thread back from its wait never got the GIL ({spins} hand-overs)"
+    finally:
+        sys.setswitchinterval(previous)
+        left.sendall(b"x")
+        thread.join(30)
+        epoll.close()
+
+
+def test_a_plaintext_connection_does_its_io_through_the_accelerator(fake_broker: FakeBroker) -> None:
+    client = NetworkClient(fake_broker.bootstrap, client_id="test", rng=random.Random(1))
+    try:
+        assert isinstance(client._selector, selectors.EpollSelector)
+        assert client._epoll_fd == client._selector.fileno()
+        deadline = time.monotonic() + 10
+        while not client.ready(-1, client.clock.monotonic_ms()):
+            assert time.monotonic() < deadline, "no connection"
+            client.poll(20, client.clock.monotonic_ms())
+        conn = client._conns[-1]
+        assert conn._fd == conn._sock.fileno() >= 0  # type: ignore[union-attr]
+        box: list[Any] = []
+        client.send(-1, ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False},
+                    callback=box.append)
+        while not box:
+            assert time.monotonic() < deadline, "no answer"
+            client.poll(20, client.clock.monotonic_ms())
+        assert box[0].error is None and box[0].body is not None
+    finally:
+        client.close()
+    assert conn._fd == -1
