@@ -63,7 +63,7 @@ pytest: install kafka
 	@echo "pure-Python path (SPARKAFKA_NO_ACCEL=1): the hot loops without the C accelerator"
 	SPARKAFKA_NO_ACCEL=1 $(PY) -m pytest -q -p no:cacheprovider tests/producer tests/record tests/test_perf_cli.py \
 		tests/integration/test_content.py tests/integration/test_partitioning.py tests/integration/test_ordering.py \
-		tests/integration/test_send_arrow.py
+		tests/integration/test_send_arrow.py tests/integration/test_many_partitions.py
 
 test: lint typecheck pytest
 

@@ -12,6 +12,7 @@ import pytest
 from sparkafka import errors
 from sparkafka.producer.future import FailedFuture, RecordFuture, RecordMetadata
 from sparkafka.producer.producer import KafkaProducer
+from sparkafka.record.builder import estimate_batch_size_upper_bound
 
 from .conftest import Target
 
@@ -164,8 +165,10 @@ def test_max_block_ms_bounds_metadata_and_memory_waits_together(mock_target: Tar
                                      "max.block.ms": 1000})
     producer.send(stuck, value=b"warm-up").result(10)
     mock.broker_set_down(1)  # the leader of ``stuck`` is gone: its batches hold every byte of memory
+    # records that need a whole batch.size buffer each (smaller ones get short buffers under pressure)
+    whole = next(b"x" * n for n in range(BATCH) if estimate_batch_size_upper_bound(None, b"x" * n, None) == BATCH)
     for _ in range(2):
-        producer.send(stuck, value=b"x" * (BATCH - 1000))
+        producer.send(stuck, value=whole)
     assert producer.metrics()["buffer-available-bytes"] == 0
     timer = threading.Timer(0.6, mock.topic_set_error, (late, 0))
     timer.start()

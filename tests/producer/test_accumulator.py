@@ -20,6 +20,7 @@ from sparkafka.producer.buffer_pool import BufferPool
 from sparkafka.producer.future import RecordMetadata
 from sparkafka.producer.producer_batch import ProducerBatch
 from sparkafka.record import decode_batch
+from sparkafka.record.builder import estimate_batch_size_upper_bound
 
 T = "t"
 VALUE = b"v" * 50
@@ -113,8 +114,8 @@ def test_double_checked_allocation_returns_the_unused_buffer() -> None:
 
         raced = False
 
-        def allocate(self, size: int, max_block_ms: float) -> bytearray:
-            buffer = super().allocate(size, max_block_ms)
+        def allocate(self, size: int, max_block_ms: float, least: int = 0) -> bytearray:
+            buffer = super().allocate(size, max_block_ms, least)
             if not RacingPool.raced:
                 RacingPool.raced = True
                 racer = threading.Thread(target=lambda: append(acc, cluster, 0))
@@ -187,14 +188,16 @@ def test_ready_when_memory_is_exhausted() -> None:
     clock = ManualClock()
     acc = make(clock, batch_size=1024, buffer_memory=2048, linger_ms=10_000)
     cluster = FakeCluster.single_node()
-    append(acc, cluster, 0)
-    append(acc, cluster, 1)
+    # records that need a whole batch.size buffer each (smaller ones get short buffers under pressure)
+    whole = next(b"v" * n for n in range(2000) if estimate_batch_size_upper_bound(None, b"v" * n, None) == 1024)
+    append(acc, cluster, 0, value=whole)
+    append(acc, cluster, 1, value=whole)
     assert ready_nodes(acc, cluster) == set()
     blocked: list[BaseException] = []
 
     def appender() -> None:
         try:
-            acc.append(T, 2, 0, None, VALUE, None, None, 10_000, 0.0, cluster)
+            acc.append(T, 2, 0, None, whole, None, None, 10_000, 0.0, cluster)
         except BaseException as exc:
             blocked.append(exc)
 
@@ -647,12 +650,12 @@ def test_bulk_append_waits_for_memory_until_one_deadline() -> None:
     waits: list[float] = []
 
     class SlowPool(BufferPool):
-        def allocate(self, size: int, max_block_ms: float) -> bytearray:
+        def allocate(self, size: int, max_block_ms: float, least: int = 0) -> bytearray:
             waits.append(max_block_ms)
             clock.advance(100)
             if max_block_ms < 100:
                 raise BufferExhaustedError(f"no memory within {max_block_ms} ms")
-            return super().allocate(size, max_block_ms)
+            return super().allocate(size, max_block_ms, least)
 
     acc = make(clock, buffer_pool=SlowPool(1 << 20, 1024, clock), batch_size=1024)
     tails = encode_tails(None, pa.array([b"x" * 100] * 100))

@@ -10,7 +10,7 @@ import pytest
 
 from sparkafka._clock import ManualClock
 from sparkafka.errors import BufferExhaustedError, ProducerClosedError, RecordTooLargeError
-from sparkafka.producer.buffer_pool import BufferPool
+from sparkafka.producer.buffer_pool import SHORT_BUFFER_DIVISOR, BufferPool
 
 
 class SteppingClock(ManualClock):
@@ -236,3 +236,60 @@ def test_a_failed_buffer_allocation_gives_its_memory_back(monkeypatch: pytest.Mo
     monkeypatch.undo()
     assert pool.unallocated_memory() == 1000
     assert len(pool.allocate(1000, 0)) == 1000
+
+
+# ------------------------------------------------------------------ short buffers and growth (try_allocate)
+
+def test_try_allocate_takes_what_is_free_and_never_blocks() -> None:
+    pool = BufferPool(1000, 100, ManualClock())
+    pooled = pool.allocate(100, 0)
+    pool.deallocate(pooled)
+    assert pool.try_allocate(100) is pooled  # a free batch.size buffer is reused
+    odd = pool.try_allocate(300)
+    assert odd is not None and len(odd) == 300
+    assert pool.available_memory() == 600
+    assert pool.try_allocate(601) is None  # not there right now: None at once, nothing taken
+    assert pool.available_memory() == 600
+    assert pool.try_allocate(2000) is None  # above buffer.memory
+    pool.deallocate(odd)
+    pool.close()
+    assert pool.try_allocate(10) is None
+
+
+def test_try_allocate_does_not_jump_the_queue_of_waiters() -> None:
+    pool = BufferPool(100, 100, ManualClock())
+    held = pool.allocate(60, 0)
+    got: list[bytearray] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.allocate(80, 10_000)))
+    waiter.start()
+    _wait_until(lambda: pool.queued() == 1)
+    assert pool.unallocated_memory() == 40  # free memory, but somebody waits for it
+    assert pool.try_allocate(10) is None
+    pool.deallocate(held)
+    waiter.join(5)
+    assert len(got[0]) == 80
+    assert pool.try_allocate(10) is not None  # no waiter any more
+
+
+def test_allocate_gives_batch_size_while_memory_is_plentiful_then_short_buffers() -> None:
+    pool = BufferPool(8000, 1000, ManualClock())
+    taken = [pool.allocate(1000, 0, 150) for _ in range(3)]  # 8000 -> 5000 available: plenty
+    assert [len(b) for b in taken] == [1000, 1000, 1000]
+    assert len(pool.allocate(1000, 0, 150)) == 1000  # leaves 4000, half of buffer.memory: still plenty
+    short = pool.allocate(1000, 0, 150)  # would leave 3000: below half
+    assert len(short) == 150  # at least what the record needs
+    assert len(pool.allocate(1000, 0, 90)) == 1000 // SHORT_BUFFER_DIVISOR
+    assert len(pool.allocate(1000, 0)) == 1000  # without ``least``: always what was asked
+    assert pool.available_memory() == 8000 - 5000 - 150 - 125
+
+
+def test_allocate_gives_short_buffers_while_callers_wait() -> None:
+    pool = BufferPool(10_000, 1000, ManualClock())
+    held = pool.allocate(9500, 0)
+    waiter = threading.Thread(target=lambda: pool.allocate(1000, 10_000))
+    waiter.start()
+    _wait_until(lambda: pool.queued() == 1)
+    assert len(pool.allocate(1000, 0, 200)) == 200  # 500 available but a caller waits: short
+    pool.deallocate(held, 9500)
+    waiter.join(5)
+    assert pool.queued() == 0

@@ -88,14 +88,14 @@ def test_pooled_buffer_is_written_in_place_and_never_resized() -> None:
 
 
 def test_overflowing_the_pooled_buffer_moves_to_a_private_one() -> None:
-    pooled = bytearray(128)
-    # a write limit above the buffer size, as happens when compression estimates shrink the records
-    builder = RecordBatchBuilder(pooled, 1 << 20)
-    for i in range(10):
+    pooled = bytearray(1024)
+    # compressing, a batch holds up to twice its write limit of uncompressed records: past its buffer
+    builder = RecordBatchBuilder(pooled, 1024, CompressionType.LZ4, None, 0.3)
+    for i in range(30):
         assert builder.try_append(TS, None, bytes([i]) * 40, None) > 0
-    assert len(pooled) == 128  # the pool's buffer keeps its size
+    assert builder._buf is not pooled and len(pooled) == 1024  # the pool's buffer keeps its size
     data = bytes(builder.close())
-    assert [r.value for r in decode_batch(data).records] == [bytes([i]) * 40 for i in range(10)]
+    assert [r.value for r in decode_batch(data).records] == [bytes([i]) * 40 for i in range(30)]
 
 
 @pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.GZIP], ids=lambda c: c.name)
@@ -230,3 +230,44 @@ def test_compressing_batch_holds_at_most_twice_its_limit_uncompressed() -> None:
     assert builder.try_append(TS, b"k", b"a" * 100, None) == -1
     assert 16384 < builder.uncompressed_bytes <= MAX_UNCOMPRESSED_RATIO * 16384
     assert len(decode_batch(bytes(builder.close())).records) == builder.record_count
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])
+@pytest.mark.parametrize("impl", ["python", "c"])
+def test_short_pooled_buffer_refuses_what_overflows_it_then_moves_to_a_longer_one(
+        impl: str, codec: CompressionType) -> None:
+    """A pooled buffer shorter than the write limit (given under memory pressure) never overflows into a
+    private bytearray: both rules and try_append refuse the record, try_append says how long a buffer
+    would take it (``wanted_capacity``), and after ``replace_buffer`` the batch goes on in the longer
+    buffer with the same bytes as a batch that had room all along."""
+    if impl == "c" and accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    short = bytearray(200)
+    builder = RecordBatchBuilder(short, 1024, codec)
+    twin = RecordBatchBuilder(None, 1024, codec)
+    append_open = _rule(builder, impl)
+    value = b"v" * 50
+    assert builder.try_append(TS, b"k", value, None) == twin.try_append(TS, b"k", value, None)
+    appended = 1
+    while append_open(TS, b"k", value) >= 0:
+        assert twin.try_append_open(TS, b"k", value) >= 0
+        appended += 1
+    assert appended == 2 and builder.is_short() and not builder.is_full()  # 61 + 2 x 58 = 177 of 200 bytes
+    assert builder.try_append(TS, b"k", value, None) == -1
+    assert builder.wanted_capacity == 61 + 3 * 58 and builder._buf is short  # nothing moved
+    longer = bytearray(1024)  # the write limit: no longer short
+    assert builder.replace_buffer(longer) is short
+    assert builder._buf is longer and builder._buffer is longer and not builder.is_short()
+    assert builder.try_append(TS, b"k", value, None) == twin.try_append(TS, b"k", value, None)
+    assert bytes(builder.close()) == bytes(twin.close())
+    assert builder._buf is longer
+
+
+def test_refusal_for_room_in_the_batch_clears_wanted_capacity() -> None:
+    builder = RecordBatchBuilder(bytearray(200), 1024)
+    builder.try_append(TS, None, b"v" * 100, None)
+    assert builder.try_append(TS, None, b"v" * 100, None) == -1
+    assert builder.wanted_capacity > 200
+    builder.close_for_appends()
+    assert builder.try_append(TS, None, b"v" * 10, None) == -1
+    assert builder.wanted_capacity == 0  # closed: no buffer would take it

@@ -69,10 +69,14 @@ record_lists = st.lists(record, min_size=1, max_size=20)
 def test_round_trip(
     codec: CompressionType, records: list[RecordTuple], pid: int, seq: int, txn: bool
 ) -> None:
-    builder = RecordBatchBuilder(bytearray(512), 2**31 - 1, codec)
+    builder = RecordBatchBuilder(bytearray(512), 2**31 - 1, codec)  # a short pooled buffer
     grown = 0
     for ts, key, value, headers in records:
         step = builder.try_append(ts, key, value, headers)
+        if step < 0:  # only the short buffer refused it: a longer one, as RecordAccumulator._grow does
+            assert builder.wanted_capacity > len(builder._buf)
+            builder.replace_buffer(bytearray(2 * builder.wanted_capacity))
+            step = builder.try_append(ts, key, value, headers)
         assert step > 0
         grown += step
     assert grown == builder.estimated_size_in_bytes

@@ -217,6 +217,8 @@ int sparkafka_builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ss
     p->pos = (Py_ssize_t)pos;
     p->end = p->pos + p->total;
     p->to_private = p->end > PyByteArray_GET_SIZE(buf) && buf == b->buffer;
+    if (p->to_private && PyByteArray_GET_SIZE(buf) < limit)
+        return 0; /* a short pooled buffer: the general path grows it or starts a new batch */
     return 1;
 }
 

@@ -24,7 +24,12 @@
  * limit) and, when compressing, Java's ``hasRoomFor`` (estimate so far + the record uncompressed <= the
  * limit) and the cap of MAX_UNCOMPRESSED_RATIO x the limit of uncompressed bytes hold. So after an open
  * append the batch is never full: whoever appends the record that fills a batch (or opens one) goes
- * through the general ``try_append``, which tells the caller to wake the Sender.
+ * through the general ``try_append``, which tells the caller to wake the Sender. A record that would run
+ * past the end of the pooled buffer moves the records to a private bytearray when that buffer is at least
+ * as long as the write limit (only when compressing), and is refused when it is shorter (a "short"
+ * buffer, given under memory pressure: producer/buffer_pool.py): the general path then moves the batch
+ * into a longer pooled buffer or starts a new batch, so no record of a short-buffered batch lies in
+ * memory ``buffer.memory`` does not count. The check runs only for a record that overflows the buffer.
  *
  * An append is planned first (``sparkafka_batch_plan``: every check, no change), then committed
  * (``sparkafka_batch_commit``): every new object is made first, then the changes, which cannot fail.
@@ -94,7 +99,8 @@ typedef struct {
     Py_ssize_t body;    /* the record's body size (its leading varint) */
     Py_ssize_t pos, total, end; /* where it goes, its encoded size, pos + total */
     long long uncompressed, estimate, grown; /* the builder's sizes after it, and the estimate's growth */
-    int to_private;     /* it runs past the pooled buffer: the records move to a private bytearray first */
+    int to_private;     /* it runs past the pooled buffer (not a short one, which refuses the record): the
+                         * records move to a private bytearray first */
     PyObject *buf;      /* the builder's _buf (borrowed) */
     long long index;    /* (batch plans) the record's index in the batch */
     PyObject *bad_owner; /* after -1: the object (borrowed) ... */
@@ -102,7 +108,8 @@ typedef struct {
 } append_plan_t;
 
 /* Plan a record of klen/vlen bytes (-1: None) with timestamp ts: 1 when the rule takes it (*plan
- * filled), 0 when it does not (closed, empty, it would fill the batch), -1 when a field holds a value of
+ * filled), 0 when it does not (closed, empty, it would fill the batch or overflow a short pooled buffer),
+ * -1 when a field holds a value of
  * the wrong type (plan->bad names it). No exception is set either way. */
 int sparkafka_builder_plan(BuilderState *builder, long long ts, Py_ssize_t klen, Py_ssize_t vlen,
                            append_plan_t *plan);

@@ -11,6 +11,19 @@ given to the head waiter, which keeps collecting partial amounts until it has ``
 longest waiter is served first. A waiter that times out returns what it collected and raises
 ``BufferExhaustedError``; ``close()`` wakes every waiter with ``ProducerClosedError``. Bytes handed
 out never exceed ``buffer.memory``.
+
+Short buffers under memory pressure (a departure from Java's ``BufferPool``/``RecordAccumulator``,
+where every new batch takes ``batch.size`` whatever it will hold): ``allocate(batch.size, ...,
+least=n)`` (a new batch whose first record needs ``n`` bytes) returns a ``batch.size`` buffer while
+memory is plentiful, but a short one, ``batch.size / SHORT_BUFFER_DIVISOR`` and at least ``n`` bytes,
+when callers are waiting for memory or taking ``batch.size`` would leave less than half of
+``buffer.memory`` available. The batch then takes more as it fills: ``try_allocate(size)`` never
+blocks and returns None when the memory is not there right now or callers are already queued (it
+never jumps the FIFO); the accumulator copies the records into the larger buffer and gives the short
+one back (``RecordAccumulator`` "growth"). With thousands of partitions, ``batch.size`` buffers for
+each would use up ``buffer.memory`` with batches holding one record or two (32 MiB / 16 KiB = 2,048
+batches for 6,000 partitions), and once callers wait for memory the Sender sends everything at once:
+batches of about one record.
 """
 
 from __future__ import annotations
@@ -22,7 +35,12 @@ from collections.abc import Callable
 from sparkafka._clock import Clock
 from sparkafka.errors import BufferExhaustedError, ConfigError, ProducerClosedError, RecordTooLargeError
 
-__all__ = ["BufferPool"]
+__all__ = ["SHORT_BUFFER_DIVISOR", "BufferPool"]
+
+SHORT_BUFFER_DIVISOR = 8
+"""Under memory pressure a new batch's buffer is ``batch.size // SHORT_BUFFER_DIVISOR`` bytes (at least
+what its first record needs); 2 KiB for the default 16 KiB, about 16 records of 100 bytes. It doubles
+as the batch fills, while memory allows."""
 
 
 class BufferPool:
@@ -72,8 +90,12 @@ class BufferPool:
         self._ratio_marks = [(now, 0.0), (now, 0.0)]  # (time, wait total) at the last two window starts
 
     # -- allocation ----------------------------------------------------------------------------
-    def allocate(self, size: int, max_block_ms: float) -> bytearray:
-        """A buffer of ``size`` bytes, blocking up to ``max_block_ms`` for memory to be released."""
+    def allocate(self, size: int, max_block_ms: float, least: int = 0) -> bytearray:
+        """A buffer of ``size`` bytes, blocking up to ``max_block_ms`` for memory to be released.
+
+        ``least`` (a new batch's first record, ``0 < least < size``): under memory pressure (callers
+        waiting, or ``size`` would leave less than half of ``buffer.memory`` available) the buffer is
+        shorter: ``size // SHORT_BUFFER_DIVISOR``, at least ``least`` bytes (see the module docstring)."""
         if size > self.total_memory:
             raise RecordTooLargeError(
                 f"Attempt to allocate {size} bytes, but there is a hard limit of {self.total_memory} bytes "
@@ -89,6 +111,10 @@ class BufferPool:
                 raise ProducerClosedError("Producer closed while allocating memory")
             free = self._free
             poolable = self.poolable_size
+            if 0 < least < size and (
+                    self._waiters or 2 * (self._non_pooled + len(free) * poolable - size) < self.total_memory):
+                short = size // SHORT_BUFFER_DIVISOR
+                size = least if least > short else short
             if size == poolable and free:
                 return free.popleft()
             if self._non_pooled + len(free) * poolable >= size:
@@ -105,6 +131,25 @@ class BufferPool:
             finally:
                 lock.release()
         return self._new_buffer(size) if buffer is None else buffer
+
+    def try_allocate(self, size: int) -> bytearray | None:
+        """A buffer of ``size`` bytes if the memory is available right now and nobody is waiting for
+        memory (it never jumps the FIFO), else None; never blocks (closed: None). For a batch that grows
+        (see the module docstring)."""
+        if size < 0 or size > self.total_memory:
+            return None
+        with self._lock:
+            if self._closed or self._waiters:
+                return None
+            free = self._free
+            poolable = self.poolable_size
+            if size == poolable and free:
+                return free.popleft()
+            if self._non_pooled + len(free) * poolable < size:
+                return None
+            self._free_up(size)
+            self._non_pooled -= size
+        return self._new_buffer(size)
 
     def _new_buffer(self, size: int) -> bytearray:
         """Build a buffer for bytes already taken from the budget; if that fails (MemoryError) the bytes

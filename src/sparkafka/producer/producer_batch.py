@@ -111,6 +111,7 @@ class ProducerBatch(_BatchState):
         "attempts_when_leader_last_changed",
         "base_sequence",
         "buffer",
+        "capacity",
         "created_ms",
         "current_leader_epoch",
         "drained_ms",
@@ -143,9 +144,11 @@ class ProducerBatch(_BatchState):
         self.builder = builder
         self.created_ms = created_ms
         self.buffer = buffer
-        """The bytearray the batch was given (returned to the pool by ``RecordAccumulator.deallocate``)."""
+        """The bytearray the batch was given, or the longer one it moved to (``replace_buffer``); returned
+        to the pool by ``RecordAccumulator.deallocate``."""
         self.pooled = pooled and buffer is not None
-        self.initial_capacity = len(buffer) if buffer is not None else 0
+        self.capacity = self.initial_capacity = len(buffer) if buffer is not None else 0
+        """``capacity``: the pool memory the batch holds now (``initial_capacity``: when it was made)."""
         self.result = ProduceRequestResult(tp[0], tp[1])
         self._callbacks: list[object] = _new_callback_list()
         """Five slots per record with a callback, in append order: ``callback, future, 0, 0, 0`` or
@@ -198,6 +201,15 @@ class ProducerBatch(_BatchState):
         self.record_count = index + 1
         self.last_append_ms = now
         return FutureRecordMetadata(self.result, index, timestamp, key_size, value_size)
+
+    def replace_buffer(self, buffer: bytearray) -> bytearray:
+        """Move the records from the batch's short pooled buffer into ``buffer``, a longer one from the
+        pool (``RecordBatchBuilder.replace_buffer``); returns the old buffer for the caller to give back
+        to the pool. Under the queue lock (``RecordAccumulator``)."""
+        old = self.builder.replace_buffer(buffer)
+        self.buffer = buffer
+        self.capacity = len(buffer)
+        return old
 
     def _try_append_open_py(
         self,

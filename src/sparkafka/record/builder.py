@@ -2,7 +2,14 @@
 
 How it works: ``RecordBatchBuilder.try_append`` encodes each record as it is appended, straight
 into the batch's buffer (the pooled ``bytearray`` given by the accumulator, from byte 61 on; a
-private, growing ``bytearray`` when there is none or a record would overflow it). Keeping bytes
+private, growing ``bytearray`` when there is none). A pooled buffer is never grown in place. One at
+least as long as the write limit that a record would overflow (only when compressing: up to
+``MAX_UNCOMPRESSED_RATIO`` times the limit of uncompressed records) moves the records to a private
+bytearray, as before; a *short* one (shorter than the write limit: the accumulator gives new batches
+short buffers under memory pressure, ``producer/buffer_pool.py``) refuses the record instead, with
+``wanted_capacity`` set, and the caller either moves the batch into a larger pooled buffer
+(``replace_buffer``) and appends again, or starts a new batch; so the records of a batch with a short
+buffer always lie in memory that ``buffer.memory`` counts. Keeping bytes
 instead of the caller's key and value objects means a batch holds no Python object per record
 (nothing for the cyclic garbage collector to scan, and memory stays within ``buffer.memory``), and
 ``close`` has little left to do: compress the records if asked, pack the 61-byte header with
@@ -10,7 +17,8 @@ instead of the caller's key and value objects means a batch holds no Python obje
 the records when they are not compressed. A record is encoded with precomputed varint tables (one
 ``b"".join``), or by the optional C accelerator (``sparkafka.accel``) when it is built.
 ``try_append_open`` is the producer's fast path, the open-batch append rule: no headers, and it refuses
-a record that would fill the batch, so the caller knows the batch is still open without asking. Its
+a record that would fill the batch (or overflow a short buffer), so the caller knows the batch is still
+open without asking. Its
 state (buffer, position, counts, sizes, limit, timestamps, closed flag) is a base class:
 ``sparkafka._accel.BuilderState`` with the accelerator, whose ``try_append_open`` is the rule in C
 (``_c/_append.h``, the interface the C code shares with the producer), else ``_BuilderStatePy`` here
@@ -232,7 +240,8 @@ else:
 class RecordBatchBuilder(_BuilderState):
     """Encodes records for one partition into one v2 batch (see the module docstring)."""
 
-    __slots__ = ("_built", "_built_state", "_compression", "_compression_level", "actual_compression_ratio")
+    __slots__ = ("_built", "_built_state", "_compression", "_compression_level", "actual_compression_ratio",
+                 "wanted_capacity")
 
     def __init__(
         self,
@@ -271,22 +280,47 @@ class RecordBatchBuilder(_BuilderState):
         """Total encoded size of the records before compression (header excluded)."""
         self.actual_compression_ratio = 1.0
         """compressed records bytes / uncompressed records bytes, set by close()."""
+        self.wanted_capacity = 0
+        """Set by a refused ``try_append``: the buffer length that would take the record when only a
+        short pooled buffer refused it (the batch has room), else 0."""
 
     def _target(self, end: int) -> bytearray:
         """The buffer to write up to ``end`` in: the pooled one is never grown, so a record that
-        would overflow it moves the records written so far to a private bytearray."""
+        would overflow it moves the records written so far to a private bytearray (callers first refuse
+        a record that would overflow a short buffer: ``is_short``)."""
         buf = self._buf
         if end > len(buf) and buf is self._buffer:
             buf = self._buf = buf[:self._pos]
         return buf
 
+    def is_short(self) -> bool:
+        """The records are written into a pooled buffer shorter than the write limit: a record that
+        would overflow it is refused (``wanted_capacity``) instead of moving to a private buffer."""
+        buf = self._buf
+        return buf is self._buffer and len(buf) < self._write_limit
+
+    def replace_buffer(self, buffer: bytearray) -> bytearray:
+        """Move the records from the short pooled buffer into ``buffer`` (a longer pooled one) and
+        return the old one (the caller gives it back to the pool)."""
+        old = self._buf
+        pos = self._pos
+        if self._built is not None or old is not self._buffer or len(buffer) < pos:
+            raise ValueError("replace_buffer: the batch is built, not in its pooled buffer, or the new one is "
+                             f"shorter than its {pos} bytes")
+        with memoryview(old) as view:
+            buffer[RECORD_BATCH_OVERHEAD:pos] = view[RECORD_BATCH_OVERHEAD:pos]
+        self._buffer = self._buf = buffer
+        return old
+
     def try_append(
         self, timestamp: int, key: bytes | None, value: bytes | None, headers: Headers | None
     ) -> int:
         """Append a record if it fits; returns the growth of ``estimated_size_in_bytes`` (the whole
-        estimate, header included, for the first record) or -1 (nothing appended) if it does not fit
-        or appends are closed. The first record always fits."""
+        estimate, header included, for the first record) or -1 (nothing appended) if it does not fit,
+        appends are closed, or it fits the batch but not its short pooled buffer (``wanted_capacity``
+        then says how long a buffer would take it; else it is 0). The first record always fits."""
         if self._appends_closed:
+            self.wanted_capacity = 0
             return -1
         n = self.record_count
         if n:
@@ -315,9 +349,16 @@ class RecordBatchBuilder(_BuilderState):
         limit = self._write_limit
         if n and (old + total > limit or (
                 self._ratio_factor and self.uncompressed_bytes + total > MAX_UNCOMPRESSED_RATIO * limit)):
+            self.wanted_capacity = 0
             return -1
         pos = self._pos
-        buf = self._target(pos + total)
+        end = pos + total
+        buf = self._buf
+        if end > len(buf) and buf is self._buffer:
+            if n and len(buf) < limit:  # a short pooled buffer: the caller grows it or starts a new batch
+                self.wanted_capacity = end
+                return -1
+            buf = self._buf = buf[:pos]  # _target: the records go to a private bytearray
         if headers:
             self._pos = _encode_record_with_headers(buf, pos, size, d, n, key, value, headers)
         else:
@@ -337,8 +378,9 @@ class RecordBatchBuilder(_BuilderState):
     def _try_append_open_py(self, timestamp: int, key: bytes | None, value: bytes | None) -> int:
         """The open-batch append rule in Python (the C one: ``_c/_append.h``): ``try_append`` of a record
         without headers to a batch that has records, refusing (-1) also when the record would make the
-        batch full, so on success ``is_full()`` is still False. The producer's fast path; the record
-        that fills a batch goes through ``try_append``. Returns the growth of the size estimate."""
+        batch full, so on success ``is_full()`` is still False, or that would overflow a short pooled
+        buffer (``is_short``). The producer's fast path; the record that fills a batch or needs a longer
+        buffer goes through ``try_append``. Returns the growth of the size estimate."""
         n = self.record_count
         if self._appends_closed or not n:
             return -1
@@ -366,6 +408,8 @@ class RecordBatchBuilder(_BuilderState):
         end = pos + total
         buf = self._buf
         if end > len(buf) and buf is self._buffer:
+            if len(buf) < limit:  # a short pooled buffer: the general path grows it (try_append)
+                return -1
             buf = self._target(end)
         self._pos = _encode_record(buf, pos, size, d, n, key, value)
         self.uncompressed_bytes = uncompressed
@@ -500,10 +544,13 @@ class RecordBatchBuilder(_BuilderState):
     def append_tails(self, offsets: memoryview, data: memoryview, start: int, stop: int, timestamp: int) -> int:
         """Append records whose tails (``sparkafka.producer.arrow.tails``) are rows ``[start, stop)`` of
         ``offsets``/``data``, all with ``timestamp``, as many as fit (``try_append``'s rule; the first
-        record of an empty batch always fits). Returns how many were appended (0 if closed)."""
+        record of an empty batch always fits). Returns how many were appended (0 if closed, or if the
+        batch has records in a short buffer: ``is_short``)."""
         if self._appends_closed or start >= stop:
             return 0
         n = self.record_count
+        if n and self.is_short():  # the caller grows a short buffer first (RecordAccumulator.append_tails)
+            return 0
         if not n:
             self._base_timestamp = timestamp
         d = timestamp - self._base_timestamp
