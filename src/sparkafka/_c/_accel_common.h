@@ -135,4 +135,7 @@ static inline void release_field(field_t *f) {
 /* The send lane type (_send_lane.c), added to the module by PyInit__accel. */
 int sparkafka_add_send_lane(PyObject *module);
 
+/* finish_batch and patch_producer_state (_batch.c), added to the module by PyInit__accel. */
+int sparkafka_add_batch_functions(PyObject *module);
+
 #endif

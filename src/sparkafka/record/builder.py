@@ -12,9 +12,10 @@ short buffers under memory pressure, ``producer/buffer_pool.py``) refuses the re
 buffer always lie in memory that ``buffer.memory`` counts. Keeping bytes
 instead of the caller's key and value objects means a batch holds no Python object per record
 (nothing for the cyclic garbage collector to scan, and memory stays within ``buffer.memory``), and
-``close`` has little left to do: compress the records if asked, pack the 61-byte header with
-``struct.pack_into`` in front of them and take one CRC-32C over bytes [21, end), without copying
-the records when they are not compressed. A record is encoded with precomputed varint tables (one
+``close`` has little left to do: compress the records if asked, pack the 61-byte header in front of
+them and take one CRC-32C over bytes [21, end), without copying the records when they are not
+compressed (``_finish_batch``: ``_finish_batch_py`` with ``struct.pack_into``, or its C twin
+``finish_batch`` of ``_c/_batch.c``). A record is encoded with precomputed varint tables (one
 ``b"".join``), or by the optional C accelerator (``sparkafka.accel``) when it is built.
 ``try_append_open`` is the producer's fast path, the open-batch append rule: no headers, and it refuses
 a record that would fill the batch (or overflow a short buffer), so the caller knows the batch is still
@@ -29,7 +30,8 @@ accounting follows Java's ``MemoryRecordsBuilder`` (exact uncompressed record si
 records (for splitting a batch the broker rejected as too large).
 
 ``set_producer_state`` rewrites producer id, epoch, base sequence and the transactional bit of a
-closed batch (and its CRC) for renumbering after an epoch bump.
+closed batch (and its CRC): at drain for a compressed batch sealed earlier, and for renumbering after an
+epoch bump (``_set_producer_state_py``, or its C twin ``patch_producer_state``).
 """
 
 from __future__ import annotations
@@ -182,33 +184,26 @@ _c_append_tails: Callable[..., tuple[int, int]] | None = getattr(ACCEL, "append_
 """``sparkafka._accel.append_tails`` when the accelerator is built."""
 
 
-def _finish_batch(
-    out: bytearray,
-    size: int,
-    *,
-    attributes: int,
-    last_offset_delta: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    producer_id: int,
-    producer_epoch: int,
-    base_sequence: int,
-    record_count: int,
-    base_offset: int = 0,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-) -> memoryview:
-    """Pack the header into ``out[0:61]`` (the records are at ``[61:size]``) and the CRC; a view of the batch."""
-    try:
-        HEADER.pack_into(
-            out, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
-            last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
-            record_count,
-        )
-    except struct.error as exc:
-        raise InvalidRecordInputError(f"batch header field out of range: {exc}") from exc
+def _finish_batch_py(out: bytearray, size: int, attributes: int, last_offset_delta: int, base_timestamp: int,
+                     max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+                     record_count: int, crc: Callable[[memoryview], int]) -> memoryview:
+    """Pack the header into ``out[0:61]`` (the records are at ``[61:size]``; base offset 0, no partition
+    leader epoch) and the CRC-32C (``crc``) of bytes [21, size); a view of the batch. A field that does not
+    fit its width raises ``struct.error``. The reference of ``sparkafka._accel.finish_batch`` (``_c/_batch.c``,
+    which raises OverflowError naming the field instead), which ``_finish_batch`` is when the accelerator
+    is built."""
+    HEADER.pack_into(
+        out, 0, 0, size - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC, 0, attributes,
+        last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence,
+        record_count,
+    )
     view = memoryview(out)[:size]
-    _CRC.pack_into(out, CRC_OFFSET, crc32c(view[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(out, CRC_OFFSET, crc(view[ATTRIBUTES_OFFSET:]))
     return view
+
+
+_finish_batch: Callable[..., memoryview] = _finish_batch_py if ACCEL is None else ACCEL.finish_batch
+_c_patch_producer_state: Callable[..., str | None] | None = getattr(ACCEL, "patch_producer_state", None)
 
 
 class _BuilderStatePy:
@@ -523,18 +518,12 @@ class RecordBatchBuilder(_BuilderState):
                 elif size > len(out):
                     out = self._buf = bytearray(size)
                 out[RECORD_BATCH_OVERHEAD:size] = payload
-            built = _finish_batch(
-                out,
-                size,
-                attributes=int(codec) | (TRANSACTIONAL_FLAG if is_transactional else 0),
-                last_offset_delta=count - 1,
-                base_timestamp=self._base_timestamp,
-                max_timestamp=self._max_timestamp,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                base_sequence=base_sequence,
-                record_count=count,
-            )
+            try:
+                built = _finish_batch(out, size, int(codec) | (TRANSACTIONAL_FLAG if is_transactional else 0),
+                                      count - 1, self._base_timestamp, self._max_timestamp, producer_id,
+                                      producer_epoch, base_sequence, count, crc32c)
+            except (struct.error, OverflowError) as exc:
+                raise InvalidRecordInputError(f"batch header field out of range: {exc}") from exc
         self._built = built
         self._built_state = state
         self.estimated_size_in_bytes = len(built)
@@ -622,19 +611,36 @@ def set_producer_state(
     is_transactional: bool,
 ) -> None:
     """Rewrite producer id, epoch, base sequence and the transactional bit of a closed batch in place,
-    then recompute its CRC."""
+    then recompute its CRC (``sparkafka._accel.patch_producer_state`` when the accelerator is built,
+    else ``_set_producer_state_py``)."""
+    if _c_patch_producer_state is not None:
+        try:
+            problem = _c_patch_producer_state(batch, producer_id, producer_epoch, base_sequence, is_transactional,
+                                              crc32c)
+        except OverflowError as exc:
+            raise struct.error(str(exc)) from exc
+    else:
+        problem = _set_producer_state_py(batch, producer_id, producer_epoch, base_sequence, is_transactional)
+    if problem is not None:
+        raise CorruptRecordBatchError(problem)
+
+
+def _set_producer_state_py(batch: bytearray | memoryview, producer_id: int, producer_epoch: int,
+                           base_sequence: int, is_transactional: bool) -> str | None:
+    """``set_producer_state``'s work: None when done, else why ``batch`` is not a v2 batch (nothing
+    changed then). The reference of ``sparkafka._accel.patch_producer_state`` (``_c/_batch.c``)."""
     if len(batch) < RECORD_BATCH_OVERHEAD or batch[16] != MAGIC:
-        raise CorruptRecordBatchError(
-            f"not a v2 record batch (need >= {RECORD_BATCH_OVERHEAD} bytes and magic {MAGIC})")
+        return f"not a v2 record batch (need >= {RECORD_BATCH_OVERHEAD} bytes and magic {MAGIC})"
     (length,) = _BATCH_LENGTH.unpack_from(batch, 8)
     end = LOG_OVERHEAD + length
     if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or end > len(batch):
-        raise CorruptRecordBatchError(f"batchLength {length} does not match the {len(batch)} bytes given")
+        return f"batchLength {length} does not match the {len(batch)} bytes given"
     (attributes,) = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)
     attributes = (attributes | TRANSACTIONAL_FLAG) if is_transactional else (attributes & ~TRANSACTIONAL_FLAG)
     _ATTRIBUTES.pack_into(batch, ATTRIBUTES_OFFSET, attributes)
     _PRODUCER_STATE.pack_into(batch, PRODUCER_ID_OFFSET, producer_id, producer_epoch, base_sequence)
     _CRC.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:end]))
+    return None
 
 
 def encode_batch(
