@@ -10,7 +10,7 @@ import pytest
 
 from sparkafka.accel import ACCEL
 from sparkafka.errors import IllegalStateError
-from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
+from sparkafka.producer.future import FutureRecordMetadata, ProduceRequestResult, RecordMetadata
 from sparkafka.producer.producer_batch import FinalState, ProducerBatch
 from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch, encode_batch
 
@@ -123,6 +123,45 @@ def test_first_completion_wins() -> None:
     assert not batch.abort(RuntimeError("again"))
     assert [e for _, _, e in seen] == [error, error]
     assert futures[1].exception() is error
+
+
+@pytest.mark.parametrize("with_callbacks", [True, False])
+def test_succeed_is_done_without_an_error(with_callbacks: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """``succeed`` (the Sender's usual answer) completes a batch exactly as ``done(base, log_append_time)``:
+    the same callbacks, metadata, futures and final state; without callbacks (the bulk Arrow path) the result
+    is published and finished in one call."""
+    outcomes = []
+    for complete in ("done", "succeed"):
+        batch = make_batch()
+        seen: Seen = []
+        futures = fill(batch, 3, seen=seen if with_callbacks else None)
+        released: list[bool] = []
+        result = batch.result
+
+        def listener(result: ProduceRequestResult = result, released: list[bool] = released) -> None:
+            released.append(result.completed)
+
+        assert result.add_listener(listener)
+        assert getattr(batch, complete)(40, 123)
+        assert batch.final_state is FinalState.SUCCEEDED and batch.result.finished and released == [True]
+        assert batch.callbacks is None
+        outcomes.append(([(name, m, e) for name, m, e in seen], [f.result(0) for f in futures]))
+        with caplog.at_level(logging.WARNING, logger="sparkafka.producer"):
+            assert not batch.succeed(41, -1)  # the first completion wins, the second is logged
+        assert "already SUCCEEDED" in caplog.text
+        caplog.clear()
+    assert outcomes[0] == outcomes[1]
+    assert [m.offset for m in outcomes[1][1]] == [40, 41, 42]
+    assert {m.timestamp for m in outcomes[1][1]} == {123}
+
+
+def test_succeed_after_a_failure_changes_nothing() -> None:
+    batch = make_batch()
+    futures = fill(batch, 2)
+    error = RuntimeError("expired")
+    assert batch.abort(error)
+    assert not batch.succeed(10, -1)
+    assert batch.final_state is FinalState.ABORTED and futures[0].exception() is error
 
 
 def test_abort_and_record_errors() -> None:

@@ -7,7 +7,8 @@ and what ``RecordMetadata`` needs (create timestamp, key/value sizes), so a reco
 slotted object and no lock. Completion has two phases: ``set`` publishes the values (``done()`` is
 true from then on, so a callback may call ``result()`` on its own future), then — after the batch
 has run the record callbacks in append order — ``finish`` wakes waiters and runs listeners
-(``add_done_callback``, asyncio). The ``threading.Event`` that blocking waiters sleep on is created
+(``add_done_callback``, asyncio); ``succeed`` does both for a successful batch with no callbacks. The
+``threading.Event`` that blocking waiters sleep on is created
 only if somebody actually blocks.
 
 When the broker rejects a batch as too large it is split (``ProducerBatch.split``): the old result gets
@@ -115,6 +116,19 @@ class ProduceRequestResult:
         """Release waiters and run listeners (after ``set`` and the record callbacks)."""
         if not self.completed:
             raise RuntimeError("ProduceRequestResult.set must be called before finish")
+        self._release()
+
+    def succeed(self, base_offset: int, log_append_time: int) -> None:
+        """``set(base_offset, log_append_time)`` then ``finish()``, in one call: a batch whose records all
+        succeeded and that has no callbacks to run in between (``ProducerBatch.succeed``)."""
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.error = None
+        self.record_errors = None
+        self.completed = True
+        self._release()
+
+    def _release(self) -> None:
         self.finished = True
         with _STATE_LOCK:
             event = self._event

@@ -193,10 +193,13 @@ class IdempotenceManager:
             self._assign_sequence(batch)
 
     def _assign_sequence(self, batch: ProducerBatch) -> None:
-        e = self._entry(batch.tp)
+        tp = batch.tp
+        e = self._partitions.get(tp)
+        if e is None:  # self._entry(tp), one call less per batch
+            e = self._partitions[tp] = _PartitionEntry(self._generation, self.producer_id, self.epoch)
         if e.generation != self._generation and not e.in_flight:
             e.restart(self._generation, self.producer_id, self.epoch)
-            self._unresolved.pop(batch.tp, None)
+            self._unresolved.pop(tp, None)
         sequence = e.next_sequence
         batch.set_producer_state(e.producer_id, e.producer_epoch, sequence, self.is_transactional)
         e.next_sequence = increment_sequence(sequence, batch.record_count)
@@ -425,16 +428,27 @@ class IdempotenceManager:
     def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
         with self.lock:
             e = self._partitions.get(batch.tp)
-            if e is None or not self._remove_in_flight(batch):
+            if e is None:
                 return
-            if (batch.producer_id, batch.producer_epoch) != (e.producer_id, e.producer_epoch):
+            in_flight = e.in_flight  # self._remove_in_flight(batch), one call less per batch
+            if in_flight and in_flight[0] is batch:  # acknowledgements come in sequence order
+                del in_flight[0]
+            else:
+                try:
+                    in_flight.remove(batch)
+                except ValueError:
+                    return
+            producer_id = e.producer_id
+            if batch.producer_id != producer_id or batch.producer_epoch != e.producer_epoch:
                 return
-            self._acked_producer_id[batch.tp] = e.producer_id
-            last = increment_sequence(batch.base_sequence, batch.record_count - 1)
-            if e.last_acked_sequence == -1 or _seq_after(last, e.last_acked_sequence):
+            self._acked_producer_id[batch.tp] = producer_id
+            count = batch.record_count
+            last = increment_sequence(batch.base_sequence, count - 1)
+            acked = e.last_acked_sequence
+            if acked == -1 or _seq_after(last, acked):
                 e.last_acked_sequence = last
             if base_offset >= 0:
-                last_offset = base_offset + batch.record_count - 1
+                last_offset = base_offset + count - 1
                 if last_offset > e.last_acked_offset:
                     e.last_acked_offset = last_offset
 

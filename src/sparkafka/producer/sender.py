@@ -38,7 +38,7 @@ from ..net.connection import DISCONNECTED
 from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
 from ..protocol.primitives import ZERO_UUID, uuid_bytes
 from ..protocol.produce import PRODUCE_FIRST_TOPIC_ID, PRODUCE_MAX_VERSION, encode_produce_request_parts
-from ..record.layout import RECORD_BATCH_OVERHEAD
+from ..record.layout import NO_SEQUENCE, RECORD_BATCH_OVERHEAD
 from .transactions import TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
@@ -447,9 +447,21 @@ class Sender:
         """``_complete_batch`` for an answer without error to a batch that is not done yet (the usual
         case, one call less per batch), with the same guard."""
         try:
-            self._remove_in_flight(batch)
+            tp = batch.tp
+            in_flight = self.in_flight_batches
+            lst = in_flight.get(tp)  # self._remove_in_flight(batch), one call less
+            if lst is not None:
+                if lst and lst[0] is batch:  # answers come in send order
+                    del lst[0]
+                else:
+                    try:
+                        lst.remove(batch)
+                    except ValueError:
+                        pass
+                if not lst:
+                    del in_flight[tp]
             if self.guarantee_message_order:
-                self.accumulator.unmute(batch.tp)
+                self.accumulator.unmute(tp)
             self._complete_ok(batch, base_offset, log_append_time)
         except Exception as exc:
             self._fail_after_internal_error(batch, 0, exc)
@@ -558,9 +570,10 @@ class Sender:
                 del self.in_flight_batches[batch.tp]
 
     def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
-        if self.tm is not None and batch.has_sequence():
-            self.tm.handle_completed_batch(batch, base_offset)
-        if batch.done(base_offset, log_append_time, None):
+        tm = self.tm
+        if tm is not None and batch.base_sequence != NO_SEQUENCE:  # batch.has_sequence()
+            tm.handle_completed_batch(batch, base_offset)
+        if batch.succeed(base_offset, log_append_time):
             self.metrics.record_success(batch)
         self.accumulator.deallocate(batch)
 

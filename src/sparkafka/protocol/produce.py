@@ -103,54 +103,58 @@ def encode_produce_request_parts(
         )
     flexible = version >= PRODUCE_FIRST_FLEXIBLE
     parts: list[Buffer] = []
-    small: list[bytes] = []  # header bytes since the last batch buffer
-    add = small.append
-
+    add = parts.append
+    # ``head``: the header bytes since the last batch buffer, joined into one piece in front of the next
     if transactional_id is None:
-        add(b"\x00" if flexible else b"\xff\xff")
+        head = b"\x00" if flexible else b"\xff\xff"
     else:
         tid = transactional_id.encode()
         if len(tid) > MAX_STRING_BYTES:
             raise ProtocolError(
                 f"Produce transactional_id: {len(tid)} UTF-8 bytes exceed the limit {MAX_STRING_BYTES}"
             )
-        add(uvarint_bytes(len(tid) + 1) if flexible else INT16.pack(len(tid)))
-        add(tid)
+        head = (uvarint_bytes(len(tid) + 1) if flexible else INT16.pack(len(tid))) + tid
     try:
-        add(_ACKS_TIMEOUT.pack(acks, timeout_ms))
+        head += _ACKS_TIMEOUT.pack(acks, timeout_ms)
     except struct.error:
         raise ProtocolError(
             f"Produce acks {acks!r} must fit int16 and timeout_ms {timeout_ms!r} int32"
         ) from None
-    add(_count(len(topics), flexible))
+    head += _count(len(topics), flexible)
 
     pack32 = INT32.pack
+    pack_index_size = _INDEX_SIZE.pack
+    # after each partition (flexible: its empty tagged-field section) and after each topic
+    partition_end = b"\x00" if flexible else b""
     for topic, partitions in topics:
-        add(_topic_prefix(topic, version, flexible))
-        add(_count(len(partitions), flexible))
+        head += _topic_prefix(topic, version, flexible) + _count(len(partitions), flexible)
         for index, records in partitions:
-            try:
-                add(pack32(index))
-            except struct.error:
-                raise ProtocolError(
-                    f"Produce partition index {index!r} of topic {topic!r:.60} must fit int32"
-                ) from None
             if records is None:
-                add(b"\x00" if flexible else b"\xff\xff\xff\xff")
-            else:
-                size = records.nbytes if isinstance(records, memoryview) else len(records)
-                add(uvarint_bytes(size + 1) if flexible else pack32(size))
-                parts.append(b"".join(small))
-                parts.append(records)
-                small.clear()
-            if flexible:
-                add(b"\x00")  # partition tagged fields
-        if flexible:
-            add(b"\x00")  # topic tagged fields
-    if flexible:
-        add(b"\x00")  # top-level tagged fields
-    parts.append(b"".join(small))
+                try:
+                    head += pack32(index) + (b"\x00" if flexible else b"\xff\xff\xff\xff") + partition_end
+                except struct.error:
+                    raise _bad_index(index, topic) from None
+                continue
+            size = records.nbytes if isinstance(records, memoryview) else len(records)
+            try:
+                if flexible:
+                    add(head + pack32(index) + uvarint_bytes(size + 1))
+                else:
+                    add(head + pack_index_size(index, size))
+            except struct.error:
+                raise _bad_index(index, topic) from None
+            add(records)
+            head = partition_end
+        head += partition_end  # the topic's tagged fields
+    add(head + partition_end)  # the top-level tagged fields
     return tuple(parts)
+
+
+_INDEX_SIZE = struct.Struct(">ii")  # partition index, records size (v3-v8)
+
+
+def _bad_index(index: object, topic: TopicKey) -> ProtocolError:
+    return ProtocolError(f"Produce partition index {index!r} of topic {topic!r:.60} must fit int32")
 
 
 # ------------------------------------------------------------------------------------------ response
