@@ -127,14 +127,14 @@ def test_wait_for_io_reports_what_epoll_reports(pair: tuple[socket.socket, socke
     try:
         epoll.register(left.fileno(), select.EPOLLIN | select.EPOLLOUT)
         epoll.register(right.fileno(), select.EPOLLIN)
-        assert A.wait_for_io(epoll.fileno(), 0, 8) == [(left.fileno(), select.EPOLLOUT)]
+        assert A.wait_for_io(epoll.fileno(), 0, 8, True) == [(left.fileno(), select.EPOLLOUT)]
         left.sendall(b"x")
-        got = sorted(A.wait_for_io(epoll.fileno(), 1000, 8))
+        got = sorted(A.wait_for_io(epoll.fileno(), 1000, 8, False))
         assert got == sorted(epoll.poll(0, 8))
         assert (right.fileno(), select.EPOLLIN) in got
         right.recv(10)
         epoll.modify(left.fileno(), select.EPOLLIN)
-        assert A.wait_for_io(epoll.fileno(), 10, 8) == []  # nothing ready: the timeout ends the wait
+        assert A.wait_for_io(epoll.fileno(), 10, 8, True) == []  # nothing ready: the timeout ends the wait
     finally:
         epoll.close()
 
@@ -151,7 +151,7 @@ def test_a_thread_back_from_wait_for_io_gets_the_gil_from_a_busy_thread(
 
     def sender() -> None:
         waiting.set()
-        A.wait_for_io(epoll.fileno(), 20_000, 4)
+        A.wait_for_io(epoll.fileno(), 20_000, 4, True)
         done.set()
 
     previous = sys.getswitchinterval()
@@ -196,3 +196,49 @@ def test_a_plaintext_connection_does_its_io_through_the_accelerator(fake_broker:
     finally:
         client.close()
     assert conn._fd == -1
+
+
+def test_without_hand_over_the_connection_uses_the_socket_methods(
+        fake_broker: FakeBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``poll(hand_over=False)`` (the Sender with no full batch waiting) leaves the GIL to CPython's
+    switching: the plaintext socket's calls go through the socket methods until a ``poll`` asks again."""
+    from sparkafka.net import connection
+
+    calls = {"send": 0, "recv": 0}
+
+    def counting_send(fd: int, pieces: list[Any]) -> int:
+        calls["send"] += 1
+        return int(A.send_nowait(fd, pieces))
+
+    def counting_recv(fd: int, size: int) -> bytes:
+        calls["recv"] += 1
+        return bytes(A.recv_nowait(fd, size))
+
+    monkeypatch.setattr(connection, "_SEND_NOWAIT", counting_send)
+    monkeypatch.setattr(connection, "_RECV_NOWAIT", counting_recv)
+    client = NetworkClient(fake_broker.bootstrap, client_id="test", rng=random.Random(1))
+
+    def metadata(hand_over: bool) -> None:
+        box: list[Any] = []
+        client.send(-1, ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False},
+                    callback=box.append)
+        deadline = time.monotonic() + 10
+        while not box:
+            assert time.monotonic() < deadline, "no answer"
+            client.poll(20, client.clock.monotonic_ms(), hand_over)
+        assert box[0].error is None
+
+    try:
+        deadline = time.monotonic() + 10
+        while not client.ready(-1, client.clock.monotonic_ms()):
+            assert time.monotonic() < deadline, "no connection"
+            client.poll(20, client.clock.monotonic_ms(), False)
+        client.poll(0, client.clock.monotonic_ms(), False)
+        before = dict(calls)
+        metadata(False)
+        assert calls == before, "the socket methods were not used with hand_over=False"
+        client.poll(0, client.clock.monotonic_ms(), True)
+        metadata(True)
+        assert calls["send"] > before["send"] and calls["recv"] > before["recv"]
+    finally:
+        client.close()

@@ -10,9 +10,15 @@
  * rate (a keyed run on Apache Kafka: p50 latency 270-400 ms with the buffer full, and 1.1-1.5x the
  * records/s with a 0.5 ms switch interval).
  *
- * ``wait_for_io(epoll_fd, timeout_ms, max_events)`` is the Sender's wait (``NetworkClient.poll`` on an
- * epoll selector): ``epoll_wait`` without the GIL, and before taking the GIL back it adds one to
- * ``sparkafka_io_waiters``; once it has the GIL it takes the one away. A thread that holds the GIL and
+ * ``wait_for_io(epoll_fd, timeout_ms, max_events, hand_over)`` is the Sender's wait (``NetworkClient.poll``
+ * on an epoll selector): ``epoll_wait`` without the GIL, and, when ``hand_over`` is true, before taking the
+ * GIL back it adds one to ``sparkafka_io_waiters``; once it has the GIL it takes the one away. The Sender
+ * asks for the hand-over only while full batches wait for it (``RecordAccumulator.has_full_backlog``):
+ * then every moment it waits is throughput lost. Otherwise a prompt Sender only sends smaller batches
+ * sooner: with 600 partitions on 3 Apache Kafka nodes, a Sender always handed the GIL sent batches of 5.5
+ * records and the rate fell from ~590k to 184k records/s (each batch costs the Sender ~20 us of Python).
+ * So without a backlog it takes the GIL back when CPython gives it, and its socket calls give it up too
+ * (``IoMode`` in net/connection.py): the records then wait for it in fuller batches. A thread that holds the GIL and
  * calls ``sparkafka_hand_over_gil`` (the C send lane does at each send) sees the count, releases the
  * GIL and sleeps on a condition variable until the count is zero (the Sender wakes it once it has the
  * GIL) or ``HANDOFF_MAX_NS`` has passed; then it asks for the GIL as usual, and the Sender, which now has
@@ -106,8 +112,9 @@ static PyObject *accel_hand_over_gil(PyObject *self, PyObject *unused) {
 
 #ifdef HAVE_WAIT_FOR_IO
 static PyObject *accel_wait_for_io(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "wait_for_io(epoll_fd, timeout_ms, max_events) takes 3 arguments");
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "wait_for_io(epoll_fd, timeout_ms, max_events, hand_over) takes 4 arguments");
         return NULL;
     }
     long values[3];
@@ -116,6 +123,9 @@ static PyObject *accel_wait_for_io(PyObject *self, PyObject *const *args, Py_ssi
         if (values[i] == -1 && PyErr_Occurred())
             return NULL;
     }
+    int hand_over = PyObject_IsTrue(args[3]);
+    if (hand_over < 0)
+        return NULL;
     if (values[0] < 0 || values[0] > INT_MAX) {
         PyErr_Format(PyExc_ValueError, "epoll_fd must be a file descriptor, got %ld", values[0]);
         return NULL;
@@ -130,9 +140,13 @@ static PyObject *accel_wait_for_io(PyObject *self, PyObject *const *args, Py_ssi
     PyThreadState *ts = PyEval_SaveThread();
     n = epoll_wait(epfd, events, max_events, timeout);
     err = errno;
-    __atomic_add_fetch(&sparkafka_io_waiters, 1, __ATOMIC_SEQ_CST);
-    PyEval_RestoreThread(ts);
-    io_wait_over();
+    if (hand_over) {
+        __atomic_add_fetch(&sparkafka_io_waiters, 1, __ATOMIC_SEQ_CST);
+        PyEval_RestoreThread(ts);
+        io_wait_over();
+    } else {
+        PyEval_RestoreThread(ts);
+    }
     if (n < 0) {
         if (err == EINTR) {
             if (PyErr_CheckSignals() < 0)
@@ -248,8 +262,8 @@ static PyMethodDef sender_io_methods[] = {
      "Release the GIL until every thread back from wait_for_io has taken it (at most 1 ms)."},
 #ifdef HAVE_WAIT_FOR_IO
     {"wait_for_io", (PyCFunction)(void (*)(void))accel_wait_for_io, METH_FASTCALL,
-     "epoll_wait(epoll_fd, timeout_ms, max_events) without the GIL; announces itself to hand_over_gil "
-     "while it takes the GIL back. Returns [(fd, events)]."},
+     "epoll_wait(epoll_fd, timeout_ms, max_events, hand_over) without the GIL; if hand_over, announces "
+     "itself to hand_over_gil while it takes the GIL back. Returns [(fd, events)]."},
 #endif
     {"send_nowait", (PyCFunction)(void (*)(void))accel_send_nowait, METH_FASTCALL,
      "sendmsg(fd, up to 64 buffers, MSG_DONTWAIT) keeping the GIL; the bytes written, 0 on EAGAIN."},

@@ -52,6 +52,7 @@ from .connection import (
     BrokerConnection,
     ConnectionState,
     HandshakeStep,
+    IoMode,
     RequestBody,
 )
 from .response import ClientResponse, ResponseCallback
@@ -63,7 +64,7 @@ __all__ = ["ClientResponse", "NetworkClient", "ResponseCallback"]
 
 log = logging.getLogger("sparkafka.net.client")
 
-_WAIT_FOR_IO: Callable[[int, int, int], list[tuple[int, int]]] | None = getattr(ACCEL, "wait_for_io", None)
+_WAIT_FOR_IO: Callable[[int, int, int, bool], list[tuple[int, int]]] | None = getattr(ACCEL, "wait_for_io", None)
 """The accelerator's ``epoll_wait`` that hands the GIL back to this thread early (``_c/_sender_io.c``)."""
 
 DisconnectListener = Callable[[int, "Exception | None"], None]
@@ -182,6 +183,7 @@ class NetworkClient:
         self._wakeup_requested = False  # a wakeup() since the last poll finished selecting
         self._selecting = False  # poll() is in (or about to enter) select
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._io_mode = IoMode()
         self._keys = self._selector.get_map()
         self._epoll_fd = (self._selector.fileno() if _WAIT_FOR_IO is not None
                           and isinstance(self._selector, getattr(selectors, "EpollSelector", ())) else -1)
@@ -326,6 +328,7 @@ class NetworkClient:
                 completions=self._completions,
                 on_state_change=self._on_state_change,
                 ssl_context=self._ssl_context,
+                io_mode=self._io_mode,
             )
             self._conns[node_id] = conn
         state = self._states.setdefault(node_id, _NodeState())
@@ -508,8 +511,12 @@ class NetworkClient:
         except OSError:  # full (a wake-up is pending anyway) or closed
             pass
 
-    def poll(self, timeout_ms: float, now: float) -> None:
-        """Wait for I/O (at most ``timeout_ms``), do it, enforce deadlines, then run completed callbacks."""
+    def poll(self, timeout_ms: float, now: float, hand_over: bool = True) -> None:
+        """Wait for I/O (at most ``timeout_ms``), do it, enforce deadlines, then run completed callbacks.
+        ``hand_over`` (with the accelerator, plaintext): ask the sending threads for the GIL as soon as the
+        wait ends (``_wait_for_io``), and let the sockets' calls keep it until the next ``poll`` (``IoMode``).
+        False: take the GIL back as CPython gives it, and give it up on every socket call."""
+        self._io_mode.keep_gil = hand_over
         if self._closed:
             self._run_callbacks()
             return
@@ -527,7 +534,8 @@ class NetworkClient:
         if self._wakeup_requested:
             timeout = 0.0
         try:
-            ready = self._selector.select(timeout / 1000.0) if self._epoll_fd < 0 else self._wait_for_io(timeout)
+            ready = (self._selector.select(timeout / 1000.0) if self._epoll_fd < 0
+                     else self._wait_for_io(timeout, hand_over))
         finally:
             self._selecting = False
         # Whoever woke us appended before calling wakeup(); the caller's next look at its work (after
@@ -554,14 +562,14 @@ class NetworkClient:
             self._close_idle(now)
         self._run_callbacks()
 
-    def _wait_for_io(self, timeout_ms: float) -> list[tuple[selectors.SelectorKey, int]]:
+    def _wait_for_io(self, timeout_ms: float, hand_over: bool) -> list[tuple[selectors.SelectorKey, int]]:
         """``EpollSelector.select`` through the accelerator's ``wait_for_io``: the same events, and a
         sending thread in the C send lane gives this thread the GIL as soon as the wait ends instead of
         after the interpreter's switch interval (``_c/_sender_io.c`` says why that matters)."""
         assert _WAIT_FOR_IO is not None
         keys = self._keys
         ready = []
-        for fd, event in _WAIT_FOR_IO(self._epoll_fd, math.ceil(timeout_ms), len(keys)):
+        for fd, event in _WAIT_FOR_IO(self._epoll_fd, math.ceil(timeout_ms), len(keys), hand_over):
             key = keys.get(fd)
             if key is not None:  # as EpollSelector.select maps epoll's events to the selector's
                 events = (selectors.EVENT_WRITE if event & ~select.EPOLLIN else 0) | (

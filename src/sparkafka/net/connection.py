@@ -76,6 +76,19 @@ _UNSUPPORTED_VERSION = errors.UNSUPPORTED_VERSION
 _SEND_NOWAIT: Callable[[int, list[Buffer]], int] | None = getattr(ACCEL, "send_nowait", None)
 _RECV_NOWAIT: Callable[[int, int], bytes] | None = getattr(ACCEL, "recv_nowait", None)
 """The accelerator's socket calls that keep the GIL (``_c/_sender_io.c``), for plaintext sockets."""
+
+
+class IoMode:
+    """Shared by a ``NetworkClient`` and its connections: whether the plaintext sockets' calls go through
+    the accelerator's GIL-keeping ``send_nowait`` / ``recv_nowait`` (``keep_gil``, the default) or the
+    socket methods, which give the GIL up on every call (``NetworkClient.poll(hand_over=...)`` sets it)."""
+
+    __slots__ = ("keep_gil",)
+
+    def __init__(self) -> None:
+        self.keep_gil = True
+
+
 _TLS_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _TLS_MERGE_BYTES = 65536
 _RAW_SIZE = struct.Struct(">i")
@@ -181,8 +194,10 @@ class BrokerConnection:
         on_state_change: StateListener | None = None,
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
+        io_mode: IoMode | None = None,
     ) -> None:
         self.node_id = node_id
+        self._io_mode = io_mode if io_mode is not None else IoMode()
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -651,7 +666,8 @@ class BrokerConnection:
         sock = self._sock
         assert sock is not None
         try:
-            sent = sock.sendmsg(pieces) if self._fd < 0 or _SEND_NOWAIT is None else _SEND_NOWAIT(self._fd, pieces)
+            sent = (sock.sendmsg(pieces) if self._fd < 0 or _SEND_NOWAIT is None or not self._io_mode.keep_gil
+                    else _SEND_NOWAIT(self._fd, pieces))
         except _TLS_WOULD_BLOCK:
             sent = 0
         except OSError as exc:
@@ -696,7 +712,7 @@ class BrokerConnection:
             self._update_interest()
             return
         tls = self._ssl_context is not None
-        fd = self._fd
+        fd = self._fd if self._io_mode.keep_gil else -1
         while out:
             try:
                 if fd >= 0 and _SEND_NOWAIT is not None:
@@ -743,7 +759,7 @@ class BrokerConnection:
         protocol = self._protocol
         assert sock is not None and protocol is not None
         tls = isinstance(sock, ssl.SSLSocket)
-        fd = self._fd
+        fd = self._fd if self._io_mode.keep_gil else -1
         for _ in range(_READS_PER_EVENT):
             try:
                 data = (sock.recv(self._recv_size) if fd < 0 or _RECV_NOWAIT is None

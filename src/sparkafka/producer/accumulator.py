@@ -741,6 +741,12 @@ class RecordAccumulator:
         (then the next Sender loop takes it)."""
         return node in self._drain_backlog
 
+    def has_full_backlog(self) -> bool:
+        """Did the last drain of some node leave full batches behind (``may_have_full_batches``)? Then the
+        Sender is what the sending threads wait for, and it asks them for the GIL as soon as its socket
+        wait ends (``NetworkClient.poll(hand_over=...)``, ``_c/_sender_io.c``)."""
+        return bool(self._drain_backlog)
+
     def _update_compression_ratio(self, topic: str, observed: float) -> None:
         """Java's ``CompressionRatioEstimator.updateEstimation``: creep down, jump up."""
         info = self._topics.get(topic)

@@ -196,7 +196,7 @@ class Sender:
             # every broker rejected our login: records never sent fail now, not at delivery.timeout.ms
             self.accumulator.abort_undrained_batches(auth_error)
         poll_timeout = self._send_producer_data(now, metadata_timeout)
-        self.client.poll(poll_timeout, now)
+        self.client.poll(poll_timeout, now, self.accumulator.has_full_backlog())
 
     def _send_producer_data(self, now: float, metadata_timeout: float) -> float:
         cluster = self.metadata.fetch()
