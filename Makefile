@@ -80,7 +80,8 @@ bench-kafka: install kafka
 	$(PY) benchmarks/run.py --broker kafka --repeat 3 --out docs/bench/kafka
 	$(PY) benchmarks/spark_sinks.py --rows 2000000 --repeat 3 --out docs/bench/spark
 	$(PY) benchmarks/spark_sinks.py --data keyed-100 --rows 2000000 --repeat 3 --out docs/bench/spark-keyed
-	$(PY) benchmarks/scale.py --repeat 2 --out docs/bench/scale
+	$(PY) benchmarks/scale.py --broker kafka --repeat 3 --out docs/bench/scale-kafka
+	$(PY) benchmarks/scale.py --broker mock --clients sparkafka confluent --repeat 2 --out docs/bench/scale-mock
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist .cache test-logs
