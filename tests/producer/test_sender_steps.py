@@ -88,6 +88,7 @@ class FakeClient:
         self.not_ready: set[int] = set()
         self.failed: set[int] = set()  # not ready because the last connection attempt failed
         self.polls: list[float] = []
+        self.hand_overs: list[bool] = []  # NetworkClient.poll's hand_over of each poll
         self._completions: list[tuple[Callable[[ClientResponse], None], ClientResponse]] = []
 
     # NetworkClient API
@@ -127,8 +128,9 @@ class FakeClient:
             req.answered = True
             self._completions.append((callback, ClientResponse(node, api_key, version or -1, -1, None, None, 0.0)))
 
-    def poll(self, timeout_ms: float, now: float) -> None:
+    def poll(self, timeout_ms: float, now: float, hand_over: bool = True) -> None:
         self.polls.append(timeout_ms)
+        self.hand_overs.append(hand_over)
         completions, self._completions = self._completions, []
         for callback, response in completions:
             callback(response)
@@ -277,6 +279,24 @@ def test_a_full_batch_is_sent_at_once() -> None:
     rig.step()
     assert all(f.done() for f in futures[: len(first)])
     assert not any(f.done() for f in futures[len(first):])
+
+
+def test_the_sender_asks_for_the_gil_only_while_full_batches_wait_for_it() -> None:
+    """``poll(hand_over=...)`` (``_c/_sender_io.c``) follows ``RecordAccumulator.has_full_backlog``: a Sender
+    that is not what the sending threads wait for takes the GIL back as CPython gives it."""
+    rig = Rig(linger_ms=10_000, batch_size=1000)
+    rig.client.not_ready.add(1)  # nothing can be sent: the full batches stay queued
+    for _ in range(30):
+        rig.send(b"x" * 100)
+    rig.step()
+    assert rig.client.hand_overs[-1] is rig.accumulator.has_full_backlog() is False  # never drained yet
+    rig.client.not_ready.clear()
+    rig.step()  # one request per loop and node while full batches remain: the drain leaves a backlog
+    assert rig.accumulator.may_have_full_batches(1) == rig.accumulator.has_full_backlog()
+    assert rig.client.hand_overs[-1] is rig.accumulator.has_full_backlog()
+    rig.accumulator.has_full_backlog = lambda: True  # type: ignore[method-assign]
+    rig.step()
+    assert rig.client.hand_overs[-1] is True
 
 
 def test_flush_makes_batches_sendable() -> None:
