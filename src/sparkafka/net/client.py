@@ -12,9 +12,9 @@ that is not ready, or a broker sharing no version of the API, completes the requ
 the next ``poll``. ``poll(timeout_ms, now)`` selects until I/O, a wake-up, the earliest request or
 connection-setup deadline, or the timeout; then it does the reads/writes, enforces deadlines and finally
 runs the callbacks of everything that completed (responses, acks=0 writes, time-outs, disconnects).
-With the accelerator and an epoll selector the wait is ``_accel.wait_for_io`` (``_c/_sender_io.c``), after
-which the sending threads hand this thread the GIL at once instead of after the interpreter's switch
-interval.
+With the accelerator and an epoll selector the wait is ``_accel.wait_for_io`` (``_c/_sender_io.c``); with
+``poll(hand_over=True)`` the sending threads then hand this thread the GIL at once instead of after the
+interpreter's switch interval, and plaintext sockets' calls keep it (``IoMode``).
 
 Reconnects back off exponentially with ±20% jitter (reconnect.backoff.ms .. reconnect.backoff.max.ms) and
 the connection setup timeout grows the same way; both reset when a connection reaches READY. Node
