@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._types import TopicPartition
 from ..record.layout import NO_SEQUENCE, increment_sequence
+from .producer_batch import remove_in_flight
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
@@ -238,13 +239,7 @@ class IdempotenceManager:
 
     def _remove_in_flight(self, batch: ProducerBatch) -> bool:
         e = self._partitions.get(batch.tp)
-        if e is None:
-            return False
-        try:
-            e.in_flight.remove(batch)
-            return True
-        except ValueError:
-            return False
+        return e is not None and remove_in_flight(e.in_flight, batch)
 
     def in_flight_batches(self, tp: TopicPartition) -> list[ProducerBatch]:
         with self.lock:
@@ -430,14 +425,8 @@ class IdempotenceManager:
             e = self._partitions.get(batch.tp)
             if e is None:
                 return
-            in_flight = e.in_flight  # self._remove_in_flight(batch), one call less per batch
-            if in_flight and in_flight[0] is batch:  # acknowledgements come in sequence order
-                del in_flight[0]
-            else:
-                try:
-                    in_flight.remove(batch)
-                except ValueError:
-                    return
+            if not remove_in_flight(e.in_flight, batch):
+                return
             producer_id = e.producer_id
             if batch.producer_id != producer_id or batch.producer_epoch != e.producer_epoch:
                 return

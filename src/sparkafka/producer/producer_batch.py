@@ -48,7 +48,7 @@ from sparkafka.producer.future import (
 from sparkafka.record.builder import RecordBatchBuilder, estimate_batch_size_upper_bound, set_producer_state
 from sparkafka.record.layout import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, increment_sequence
 
-__all__ = ["BuilderFactory", "FinalState", "ProducerBatch"]
+__all__ = ["BuilderFactory", "FinalState", "ProducerBatch", "remove_in_flight"]
 
 log = logging.getLogger("sparkafka.producer")
 
@@ -61,6 +61,19 @@ _new_callback_list: Callable[[], list[object]] = getattr(ACCEL, "untracked_list"
 _c_run_success_callbacks: Callable[..., None] | None = getattr(ACCEL, "run_success_callbacks", None)
 """The C loop of ``_run_success_callbacks`` (same calls and metadata; a raising callback goes to
 ``_report_callback_error``)."""
+
+
+def remove_in_flight(in_flight: list[ProducerBatch], batch: ProducerBatch) -> bool:
+    """Take ``batch`` out of a partition's in-flight list (the Sender's and the idempotence manager's);
+    False if it was not there. Answers come in send order, so it is nearly always the head."""
+    if in_flight and in_flight[0] is batch:
+        del in_flight[0]
+        return True
+    try:
+        in_flight.remove(batch)
+    except ValueError:
+        return False
+    return True
 
 
 def _report_callback_error(topic: str, partition: int, error: BaseException) -> None:
@@ -393,20 +406,10 @@ class ProducerBatch(_BatchState):
                 self.final_state = _SUCCEEDED
         if previous is not None:
             return self._complete(_SUCCEEDED, base_offset, log_append_time, None, None)  # logs, returns False
-        callbacks = self._callbacks
-        if not callbacks:
+        if not self._callbacks:
             self.result.succeed(base_offset, log_append_time)
             return True
-        result = self.result
-        result.set(base_offset, log_append_time, None, None)
-        try:
-            if not self.is_split_batch:
-                self._run_success_callbacks(callbacks)
-            else:
-                self._run_callbacks(callbacks)
-        finally:
-            self._callbacks = []  # the entries are not kept after completion (see _new_callback_list)
-        result.finish()
+        self._publish(base_offset, log_append_time, None, None)
         return True
 
     def abort(self, error: BaseException) -> bool:
@@ -436,6 +439,12 @@ class ProducerBatch(_BatchState):
             error = None
         if error is None and record_errors:
             error = next(iter(record_errors.values()))
+        self._publish(base_offset, log_append_time, error, record_errors)
+        return True
+
+    def _publish(self, base_offset: int, log_append_time: int, error: BaseException | None,
+                 record_errors: dict[int, BaseException] | None) -> None:
+        """Set the result, run the callbacks, wake the waiters (the final state is already taken)."""
         result = self.result
         result.set(base_offset, log_append_time, error, record_errors)
         callbacks = self._callbacks
@@ -448,7 +457,6 @@ class ProducerBatch(_BatchState):
             finally:
                 self._callbacks = []  # the entries are not kept after completion (see _new_callback_list)
         result.finish()
-        return True
 
     def _run_success_callbacks(self, callbacks: list[object]) -> None:
         """Every record succeeded and the batch was not made by a split, so every entry is

@@ -39,6 +39,7 @@ from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX
 from ..protocol.primitives import ZERO_UUID, uuid_bytes
 from ..protocol.produce import PRODUCE_FIRST_TOPIC_ID, PRODUCE_MAX_VERSION, encode_produce_request_parts
 from ..record.layout import NO_SEQUENCE, RECORD_BATCH_OVERHEAD
+from .producer_batch import remove_in_flight
 from .transactions import TransactionManager, TxnRequest
 
 if TYPE_CHECKING:
@@ -447,21 +448,9 @@ class Sender:
         """``_complete_batch`` for an answer without error to a batch that is not done yet (the usual
         case, one call less per batch), with the same guard."""
         try:
-            tp = batch.tp
-            in_flight = self.in_flight_batches
-            lst = in_flight.get(tp)  # self._remove_in_flight(batch), one call less
-            if lst is not None:
-                if lst and lst[0] is batch:  # answers come in send order
-                    del lst[0]
-                else:
-                    try:
-                        lst.remove(batch)
-                    except ValueError:
-                        pass
-                if not lst:
-                    del in_flight[tp]
+            self._remove_in_flight(batch)
             if self.guarantee_message_order:
-                self.accumulator.unmute(tp)
+                self.accumulator.unmute(batch.tp)
             self._complete_ok(batch, base_offset, log_append_time)
         except Exception as exc:
             self._fail_after_internal_error(batch, 0, exc)
@@ -562,10 +551,7 @@ class Sender:
     def _remove_in_flight(self, batch: ProducerBatch) -> None:
         lst = self.in_flight_batches.get(batch.tp)
         if lst is not None:
-            try:
-                lst.remove(batch)
-            except ValueError:
-                pass
+            remove_in_flight(lst, batch)
             if not lst:
                 del self.in_flight_batches[batch.tp]
 
