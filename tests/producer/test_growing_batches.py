@@ -77,6 +77,21 @@ def test_plenty_of_memory_gives_batch_size_buffers() -> None:
     assert batch.capacity == BATCH and not batch.builder.is_short()
 
 
+def test_few_partitions_under_pressure_keep_batch_size_buffers() -> None:
+    """The memory is nearly gone, but held by full batches of two partitions waiting for the Sender:
+    one open batch per partition takes little of buffer.memory, so a new batch still gets batch.size
+    (short buffers would only make every next batch smaller)."""
+    acc = make(buffer_memory=8 * BATCH)  # 2 queues x batch.size x 2 = half of it: not more than half
+    cluster = FakeCluster.single_node(partitions=2)
+    for partition in (0, 1):
+        while len(acc.get_deque((T, partition)) or ()) < 4:  # three full batches and one open
+            send(acc, cluster, partition)
+    assert acc.pool.available_memory() == 0
+    for batch in [*acc.get_deque((T, 0)), *acc.get_deque((T, 1))]:  # type: ignore[misc]
+        assert batch.capacity == BATCH and not batch.builder.is_short()
+    check_memory(acc)
+
+
 def test_short_buffer_under_pressure_grows_as_records_come() -> None:
     acc = make()  # 4 batches of memory: the first two take batch.size, then half is gone
     cluster = FakeCluster.single_node(partitions=3)

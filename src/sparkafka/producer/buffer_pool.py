@@ -17,7 +17,8 @@ where every new batch takes ``batch.size`` whatever it will hold): ``allocate(ba
 least=n)`` (a new batch whose first record needs ``n`` bytes) returns a ``batch.size`` buffer while
 memory is plentiful, but a short one, ``batch.size / SHORT_BUFFER_DIVISOR`` and at least ``n`` bytes,
 when callers are waiting for memory or taking ``batch.size`` would leave less than half of
-``buffer.memory`` available. The batch then takes more as it fills: ``try_allocate(size)`` never
+``buffer.memory`` available (the accumulator asks for that only with many partition queues:
+``RecordAccumulator._count_queues``). The batch then takes more as it fills: ``try_allocate(size)`` never
 blocks and returns None when the memory is not there right now or callers are already queued (it
 never jumps the FIFO); the accumulator copies the records into the larger buffer and gives the short
 one back (``RecordAccumulator`` "growth"). With thousands of partitions, ``batch.size`` buffers for
