@@ -45,12 +45,18 @@ def test_the_c_rule_names_an_attribute_it_cannot_use() -> None:
         pytest.skip("the C accelerator is not built")
     builder = RecordBatchBuilder(None, 1000)
     assert builder.try_append(TS, None, b"v", None) > 0
-    builder._pos = "61"  # type: ignore[assignment]
-    with pytest.raises(TypeError, match=r"RecordBatchBuilder\._pos holds '61'"):
+    with pytest.raises(TypeError):  # the sizes are C numbers: only an int that fits goes in
+        builder._pos = "61"  # type: ignore[assignment]
+    with pytest.raises(OverflowError):
+        builder._pos = 1 << 70
+    # CPython's member setter leaves -1 behind a refused write, which the rule refuses in turn
+    with pytest.raises(TypeError, match=r"RecordBatchBuilder\._pos holds -1"):
         builder.try_append_open(TS, None, b"v")
-    builder._pos = 1 << 70
-    with pytest.raises(TypeError, match=r"\._pos holds"):
+    builder._pos = 69
+    builder._ratio_factor = "0"  # type: ignore[assignment]
+    with pytest.raises(TypeError, match=r"RecordBatchBuilder\._ratio_factor holds '0'"):
         builder.try_append_open(TS, None, b"v")
+    builder._ratio_factor = 0.0
     builder._pos = 10_000  # past the end of the buffer
     with pytest.raises(TypeError, match=r"\._pos holds 10000"):
         builder.try_append_open(TS, None, b"v")

@@ -1,7 +1,8 @@
 /* The open-batch append in C: the state types and the rule that ``_append.h`` declares (read it first).
  *
- * How it works: each state type is a plain struct of object fields with a member per field, so Python
- * subclasses read and write them like ``__slots__``; the types hold no logic besides the rule:
+ * How it works: each state type is a plain struct of object fields (and, for the builder and the batch,
+ * C numbers after them) with a member per field, so Python subclasses read and write them like
+ * ``__slots__``; the types hold no logic besides the rule:
  * ``BuilderState.try_append_open`` (what ``RecordBatchBuilder.try_append_open`` is with the accelerator)
  * and ``BatchState.try_append_open`` (``ProducerBatch.try_append_open``) plan and commit through the
  * same functions as the send lane. ``FutureState`` and ``StickyState`` take their fields as constructor
@@ -17,20 +18,21 @@
 
 /* ---- the state types ------------------------------------------------------------------------- */
 
-/* Every field is an object pointer after the header: one traverse, clear and dealloc per type. */
+/* The object fields come first after the header (``objects`` of them; C numbers may follow): one
+ * traverse, clear and dealloc per type. */
 #define STATE_FIELDS(obj) ((PyObject **)((char *)(obj) + sizeof(PyObject)))
-#define STATE_COUNT(type) ((Py_ssize_t)((sizeof(type) - sizeof(PyObject)) / sizeof(PyObject *)))
+#define ALL_OBJECTS(type) ((Py_ssize_t)((sizeof(type) - sizeof(PyObject)) / sizeof(PyObject *)))
 
-#define STATE_GC(type)                                                                                   \
+#define STATE_GC(type, objects)                                                                          \
     static int type##_traverse(PyObject *self, visitproc visit, void *arg) {                           \
         PyObject **f = STATE_FIELDS(self);                                                              \
-        for (Py_ssize_t i = 0; i < STATE_COUNT(type); i++)                                              \
+        for (Py_ssize_t i = 0; i < (objects); i++)                                                       \
             Py_VISIT(f[i]);                                                                             \
         return 0;                                                                                       \
     }                                                                                                   \
     static int type##_clear(PyObject *self) {                                                           \
         PyObject **f = STATE_FIELDS(self);                                                              \
-        for (Py_ssize_t i = 0; i < STATE_COUNT(type); i++)                                              \
+        for (Py_ssize_t i = 0; i < (objects); i++)                                                       \
             Py_CLEAR(f[i]);                                                                             \
         return 0;                                                                                       \
     }                                                                                                   \
@@ -41,35 +43,37 @@
         tp->tp_free(self);                                                                              \
     }
 
-STATE_GC(BuilderState)
-STATE_GC(BatchState)
-STATE_GC(FutureState)
-STATE_GC(StickyState)
-STATE_GC(PartitionerState)
+STATE_GC(BuilderState, BUILDER_OBJECTS)
+STATE_GC(BatchState, BATCH_OBJECTS)
+STATE_GC(FutureState, ALL_OBJECTS(FutureState))
+STATE_GC(StickyState, ALL_OBJECTS(StickyState))
+STATE_GC(PartitionerState, ALL_OBJECTS(PartitionerState))
 
 #define FIELD(type, name, member, doc) {name, T_OBJECT_EX, offsetof(type, member), 0, doc}
+#define NUMBER(type, kind, name, member, doc) {name, kind, offsetof(type, member), 0, doc}
 
 static PyMemberDef builder_members[] = {
     FIELD(BuilderState, "_buf", buf, "The bytearray the records are written to, from byte 61."),
     FIELD(BuilderState, "_buffer", buffer, "The caller's (pooled) buffer: written in place, never resized."),
-    FIELD(BuilderState, "_pos", pos, "End of the records written so far."),
-    FIELD(BuilderState, "record_count", record_count, "Records appended."),
-    FIELD(BuilderState, "uncompressed_bytes", uncompressed_bytes, "Encoded size of the records before compression."),
-    FIELD(BuilderState, "estimated_size_in_bytes", estimated_size, "Java's estimatedSizeInBytes."),
-    FIELD(BuilderState, "_write_limit", write_limit, "The batch's write limit."),
     FIELD(BuilderState, "_ratio_factor", ratio_factor, "Ratio estimate x 1.05; 0.0 without compression."),
-    FIELD(BuilderState, "_base_timestamp", base_timestamp, "The first record's timestamp."),
-    FIELD(BuilderState, "_max_timestamp", max_timestamp, "The largest record timestamp (-1 if empty)."),
     FIELD(BuilderState, "_appends_closed", appends_closed, "True once appends are refused."),
+    NUMBER(BuilderState, T_PYSSIZET, "_pos", pos, "End of the records written so far."),
+    NUMBER(BuilderState, T_LONGLONG, "record_count", record_count, "Records appended."),
+    NUMBER(BuilderState, T_LONGLONG, "uncompressed_bytes", uncompressed_bytes,
+           "Encoded size of the records before compression."),
+    NUMBER(BuilderState, T_LONGLONG, "estimated_size_in_bytes", estimated_size, "Java's estimatedSizeInBytes."),
+    NUMBER(BuilderState, T_LONGLONG, "_write_limit", write_limit, "The batch's write limit."),
+    NUMBER(BuilderState, T_LONGLONG, "_base_timestamp", base_timestamp, "The first record's timestamp."),
+    NUMBER(BuilderState, T_LONGLONG, "_max_timestamp", max_timestamp, "The largest record timestamp (-1 if empty)."),
     {NULL, 0, 0, 0, NULL},
 };
 
 static PyMemberDef batch_members[] = {
     FIELD(BatchState, "builder", builder, "The batch's RecordBatchBuilder."),
-    FIELD(BatchState, "record_count", record_count, "Records appended."),
     FIELD(BatchState, "_callbacks", callbacks, "Five entries per record with a callback."),
     FIELD(BatchState, "result", result, "The ProduceRequestResult the records' futures share."),
-    FIELD(BatchState, "appended_bytes", appended_bytes, "Growth of the size estimate by the last append."),
+    NUMBER(BatchState, T_LONGLONG, "record_count", record_count, "Records appended."),
+    NUMBER(BatchState, T_LONGLONG, "appended_bytes", appended_bytes, "Growth of the size estimate by the last append."),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -136,15 +140,6 @@ static PyObject *sticky_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 
 /* ---- the rule -------------------------------------------------------------------------------- */
 
-/* An exact int that fits a long long (no exception either way). */
-static inline int as_ll(PyObject *v, long long *out) {
-    if (v == NULL || !PyLong_CheckExact(v))
-        return 0;
-    int overflow;
-    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
-    return !overflow;
-}
-
 static inline int refuse_bad(append_plan_t *plan, PyObject *owner, const char *field) {
     plan->bad_owner = owner;
     plan->bad = field;
@@ -158,23 +153,11 @@ int sparkafka_builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ss
         return 0;
     if (b->appends_closed != Py_False)
         return refuse_bad(p, (PyObject *)b, "_appends_closed");
-    if (!as_ll(b->record_count, &p->n))
-        return refuse_bad(p, (PyObject *)b, "record_count");
+    p->n = b->record_count;
     if (p->n < 1)
         return 0; /* the first record of a batch goes through try_append */
-    long long pos, uncompressed, estimate, limit, base_ts, max_ts;
-    if (!as_ll(b->pos, &pos))
-        return refuse_bad(p, (PyObject *)b, "_pos");
-    if (!as_ll(b->uncompressed_bytes, &uncompressed))
-        return refuse_bad(p, (PyObject *)b, "uncompressed_bytes");
-    if (!as_ll(b->estimated_size, &estimate))
-        return refuse_bad(p, (PyObject *)b, "estimated_size_in_bytes");
-    if (!as_ll(b->write_limit, &limit))
-        return refuse_bad(p, (PyObject *)b, "_write_limit");
-    if (!as_ll(b->base_timestamp, &base_ts))
-        return refuse_bad(p, (PyObject *)b, "_base_timestamp");
-    if (!as_ll(b->max_timestamp, &max_ts))
-        return refuse_bad(p, (PyObject *)b, "_max_timestamp");
+    long long pos = b->pos, uncompressed = b->uncompressed_bytes, estimate = b->estimated_size;
+    long long limit = b->write_limit, base_ts = b->base_timestamp, max_ts = b->max_timestamp;
     double factor;
     PyObject *f = b->ratio_factor;
     if (f != NULL && PyFloat_CheckExact(f)) {
@@ -231,91 +214,61 @@ int sparkafka_batch_plan(BatchState *batch, long long ts, Py_ssize_t klen, Py_ss
         return refuse_bad(p, (PyObject *)batch, "_callbacks");
     if (batch->result == NULL)
         return refuse_bad(p, (PyObject *)batch, "result");
-    if (!as_ll(batch->record_count, &p->index))
-        return refuse_bad(p, (PyObject *)batch, "record_count");
+    p->index = batch->record_count;
     return sparkafka_builder_plan((BuilderState *)batch->builder, ts, klen, vlen, p);
 }
 
-/* The builder's new field values, made before anything changes. */
-typedef struct {
-    PyObject *pos, *uncompressed, *estimate, *count, *max_ts, *buf;
-} builder_update_t;
-
-static void update_clear(builder_update_t *u) {
-    Py_CLEAR(u->pos);
-    Py_CLEAR(u->uncompressed);
-    Py_CLEAR(u->estimate);
-    Py_CLEAR(u->count);
-    Py_CLEAR(u->max_ts);
-    Py_CLEAR(u->buf);
-}
-
-/* The new values, and room for the record: a private buffer grows (bytes past _pos are not part of the
- * batch, so a larger one changes nothing visible), records past the pooled buffer move to a new one. */
-static int builder_prepare(const append_plan_t *p, builder_update_t *u) {
-    *u = (builder_update_t){NULL, NULL, NULL, NULL, NULL, NULL};
-    u->pos = PyLong_FromSsize_t(p->end);
-    u->uncompressed = PyLong_FromLongLong(p->uncompressed);
-    u->estimate = PyLong_FromLongLong(p->estimate);
-    u->count = PyLong_FromLongLong(p->n + 1);
-    u->max_ts = p->new_max ? PyLong_FromLongLong(p->ts) : NULL;
-    if (u->pos == NULL || u->uncompressed == NULL || u->estimate == NULL || u->count == NULL
-        || (p->new_max && u->max_ts == NULL))
-        goto fail;
+/* Room for the record, made before anything changes: a private buffer grows (bytes past _pos are not
+ * part of the batch, so a larger one changes nothing visible), records past the pooled buffer move to a
+ * new one (*moved, a new reference; else NULL). */
+static int builder_prepare(const append_plan_t *p, PyObject **moved) {
+    *moved = NULL;
     if (p->to_private) { /* record/builder.py _target: the records so far, in a bytearray of our own */
-        u->buf = PyByteArray_FromStringAndSize(NULL, p->end);
-        if (u->buf == NULL)
-            goto fail;
-        memcpy(PyByteArray_AS_STRING(u->buf), PyByteArray_AS_STRING(p->buf), (size_t)p->pos);
+        *moved = PyByteArray_FromStringAndSize(NULL, p->end);
+        if (*moved == NULL)
+            return -1;
+        memcpy(PyByteArray_AS_STRING(*moved), PyByteArray_AS_STRING(p->buf), (size_t)p->pos);
     } else if (p->end > PyByteArray_GET_SIZE(p->buf) && PyByteArray_Resize(p->buf, p->end) < 0) {
-        goto fail;
+        return -1;
     }
     return 0;
-fail:
-    update_clear(u);
-    return -1;
 }
 
-static inline void set_field(PyObject **field, PyObject *value /* stolen */) {
-    PyObject *old = *field;
-    *field = value;
-    Py_XDECREF(old); /* an int or the pooled bytearray (still held by _buffer): no code runs */
-}
-
-static void builder_apply(BuilderState *b, const append_plan_t *p, builder_update_t *u, const char *key,
+static void builder_apply(BuilderState *b, const append_plan_t *p, PyObject *moved /* stolen */, const char *key,
                           Py_ssize_t klen, const char *value, Py_ssize_t vlen) {
-    PyObject *buf = u->buf != NULL ? u->buf : p->buf;
+    PyObject *buf = moved != NULL ? moved : p->buf;
     put_record(PyByteArray_AS_STRING(buf) + p->pos, p->body, p->ts_delta, p->n, key, klen, value, vlen);
-    if (u->buf != NULL)
-        set_field(&b->buf, u->buf);
-    set_field(&b->pos, u->pos);
-    set_field(&b->uncompressed_bytes, u->uncompressed);
-    set_field(&b->estimated_size, u->estimate);
-    set_field(&b->record_count, u->count);
-    if (u->max_ts != NULL)
-        set_field(&b->max_timestamp, u->max_ts);
+    if (moved != NULL) {
+        PyObject *old = b->buf;
+        b->buf = moved;
+        Py_XDECREF(old); /* the pooled bytearray, still held by _buffer: no code runs */
+    }
+    b->pos = p->end;
+    b->uncompressed_bytes = p->uncompressed;
+    b->estimated_size = p->estimate;
+    b->record_count = p->n + 1;
+    if (p->new_max)
+        b->max_timestamp = p->ts;
 }
 
 int sparkafka_builder_commit(BuilderState *b, const append_plan_t *p, const char *key, Py_ssize_t klen,
                              const char *value, Py_ssize_t vlen) {
-    builder_update_t u;
-    if (builder_prepare(p, &u) < 0)
+    PyObject *moved;
+    if (builder_prepare(p, &moved) < 0)
         return -1;
-    builder_apply(b, p, &u, key, klen, value, vlen);
+    builder_apply(b, p, moved, key, klen, value, vlen);
     return 0;
 }
 
 PyObject *sparkafka_batch_commit(BatchState *batch, const append_plan_t *p, const char *key, Py_ssize_t klen,
                                  const char *value, Py_ssize_t vlen, PyObject *callback, PyObject *key_size,
                                  PyObject *value_size) {
-    builder_update_t u;
+    PyObject *moved = NULL;
     PyObject *index = PyLong_FromLongLong(p->index);
-    PyObject *count = PyLong_FromLongLong(p->index + 1);
-    PyObject *grown = PyLong_FromLongLong(p->grown);
     PyObject *delta = callback != Py_None ? PyLong_FromLongLong(p->ts_delta) : NULL;
-    if (index == NULL || count == NULL || grown == NULL || (callback != Py_None && delta == NULL))
+    if (index == NULL || (callback != Py_None && delta == NULL))
         goto fail;
-    if (builder_prepare(p, &u) < 0)
+    if (builder_prepare(p, &moved) < 0)
         goto fail;
     if (callback != Py_None) {
         PyObject *callbacks = batch->callbacks;
@@ -327,20 +280,18 @@ PyObject *sparkafka_batch_commit(BatchState *batch, const append_plan_t *p, cons
                 PyErr_Fetch(&exc_type, &exc, &tb);
                 PyList_SetSlice(callbacks, before, PyList_GET_SIZE(callbacks), NULL);
                 PyErr_Restore(exc_type, exc, tb);
-                update_clear(&u);
                 goto fail;
             }
         }
     }
-    builder_apply((BuilderState *)batch->builder, p, &u, key, klen, value, vlen);
-    set_field(&batch->record_count, count);
-    set_field(&batch->appended_bytes, grown);
+    builder_apply((BuilderState *)batch->builder, p, moved, key, klen, value, vlen);
+    batch->record_count = p->index + 1;
+    batch->appended_bytes = p->grown;
     Py_XDECREF(delta);
     return index;
 fail:
+    Py_XDECREF(moved);
     Py_XDECREF(index);
-    Py_XDECREF(count);
-    Py_XDECREF(grown);
     Py_XDECREF(delta);
     return NULL;
 }

@@ -11,11 +11,15 @@
  *   PartitionerState  base of producer/partitioner.py BuiltInPartitioner (its current StickyPartitionInfo)
  *
  * Python reads and writes the fields as attributes (the name is given with each field), C as struct
- * members: nothing is looked up by name or offset at run time. Each field holds a Python object (a
- * member of type T_OBJECT_EX, which is what a ``__slots__`` entry is, so Python's attribute access costs
- * the same); the C code checks the type of every value it reads and refuses (changing nothing) when one
- * is not what it expects. Without the accelerator each Python class has a pure-Python base with the same
- * attribute names (``tests/record/test_append_state.py`` checks that they agree).
+ * members: nothing is looked up by name or offset at run time. The object fields come first (members of
+ * type T_OBJECT_EX, which is what a ``__slots__`` entry is); the C code checks the type of every one it
+ * reads and refuses (changing nothing) when one is not what it expects. The sizes, counts and timestamps
+ * the rule reads and changes for every record are C numbers after them (members of type T_PYSSIZET and
+ * T_LONGLONG: Python reads get an int, a write of anything but an int that fits raises TypeError or
+ * OverflowError), so an append makes no int objects for them (callgrind, keyed records with callbacks:
+ * boxing them cost ~440 instructions per record). Without the accelerator each Python class has a
+ * pure-Python base with the same attribute names (``tests/record/test_append_state.py`` checks that they
+ * agree).
  *
  * The rule (Java's ``MemoryRecordsBuilder``: ``hasRoomFor`` and ``isFull``), in Python
  * ``RecordBatchBuilder._try_append_open_py``: a record without headers is appended to a batch that has
@@ -48,26 +52,30 @@ typedef struct {
     PyObject_HEAD
     PyObject *buf;                /* _buf: the bytearray the records are written to, from byte 61 */
     PyObject *buffer;             /* _buffer: the pooled bytearray (never resized) or None */
-    PyObject *pos;                /* _pos: int, end of the records written so far */
-    PyObject *record_count;       /* record_count: int */
-    PyObject *uncompressed_bytes; /* uncompressed_bytes: int, the records' encoded size */
-    PyObject *estimated_size;     /* estimated_size_in_bytes: int, Java's estimatedSizeInBytes */
-    PyObject *write_limit;        /* _write_limit: int */
     PyObject *ratio_factor;       /* _ratio_factor: float, ratio estimate x 1.05; 0.0 without compression */
-    PyObject *base_timestamp;     /* _base_timestamp: int, the first record's timestamp */
-    PyObject *max_timestamp;      /* _max_timestamp: int */
     PyObject *appends_closed;     /* _appends_closed: bool */
+    /* C numbers from here on (BUILDER_OBJECTS object fields above) */
+    Py_ssize_t pos;               /* _pos: end of the records written so far */
+    long long record_count;       /* record_count */
+    long long uncompressed_bytes; /* uncompressed_bytes: the records' encoded size */
+    long long estimated_size;     /* estimated_size_in_bytes: Java's estimatedSizeInBytes */
+    long long write_limit;        /* _write_limit */
+    long long base_timestamp;     /* _base_timestamp: the first record's timestamp */
+    long long max_timestamp;      /* _max_timestamp */
 } BuilderState;
+#define BUILDER_OBJECTS 4
 
 typedef struct {
     PyObject_HEAD
     PyObject *builder;        /* builder: a RecordBatchBuilder (BuilderState) */
-    PyObject *record_count;   /* record_count: int */
     PyObject *callbacks;      /* _callbacks: list, five entries per record with a callback:
                                * callback, index, timestamp - base timestamp, key size, value size */
     PyObject *result;         /* result: the ProduceRequestResult the records' futures share */
-    PyObject *appended_bytes; /* appended_bytes: int, growth of the estimate by the last append */
+    /* C numbers from here on (BATCH_OBJECTS object fields above) */
+    long long record_count;   /* record_count */
+    long long appended_bytes; /* appended_bytes: growth of the estimate by the last append */
 } BatchState;
+#define BATCH_OBJECTS 3
 
 typedef struct {
     PyObject_HEAD
