@@ -84,3 +84,41 @@ def test_the_send_lane_partitions_a_hash_with_the_high_bit_set_as_java() -> None
         assert partitions == [(murmur2_py(k) & 0x7FFFFFFF) % 7 for k in keys]
     finally:
         producer.close(0)
+
+
+@pytest.mark.skipif(_SendLane is None, reason="the C accelerator is not in use")
+def test_the_send_lane_follows_the_topic_and_a_new_partition_count() -> None:
+    """The lane keeps the last topic's partition count and queues, found again by the topic object's
+    identity: records alternating between topics of 3 and 5 partitions (one of them a str equal to, not
+    the same object as, the other's name), then a snapshot with 11 partitions, all go where Java's murmur2
+    formula puts them for the count of their own topic in the snapshot current at send()."""
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 600_000,
+                              "metadata.max.age.ms": 600_000, "metadata.recovery.strategy": "none"})
+    try:
+        lane: Any = producer._send_lane
+        now = SYSTEM_CLOCK.monotonic_ms()
+
+        def snapshot(counts: dict[str, int]) -> None:
+            body = _metadata_body(counts)
+            body["brokers"] = [{"node_id": 1, "host": "127.0.0.1", "port": 1, "rack": None}]
+            producer._metadata.update(body, now)
+
+        for topic in ("a", "b"):
+            producer._metadata.add_topic(topic, now)
+        snapshot({"a": 3, "b": 5})
+        keys = [b"key-%d" % i for i in range(600)]
+        sent: list[tuple[str, bytes, Any]] = []
+        b_name = "".join(["b", ""])  # a str equal to "b" but not the same object
+        assert b_name == "b" and id(b_name) != id("b")
+        for i, key in enumerate(keys):
+            topic = "a" if (i // 50) % 2 else ("b" if i % 3 else b_name)  # runs of 50 records per topic
+            if i == 425:  # in the middle of a run to "a"
+                snapshot({"a": 11, "b": 11})
+            sent.append((topic, key, producer.send(topic, b"v", key)))
+        assert lane.fast_count >= 500
+        for i, (topic, key, future) in enumerate(sent):
+            count = 11 if i >= 425 else {"a": 3, "b": 5}[topic]
+            assert (future._produce_result.topic, future._produce_result.partition) == \
+                   (topic, (murmur2_py(key) & 0x7FFFFFFF) % count), i
+    finally:
+        producer.close(0)

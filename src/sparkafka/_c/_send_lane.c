@@ -17,7 +17,8 @@
  * (``RecordAccumulator.lane_topic``: the partitioner and ``double_batch_size``; ``lane_queue``: the
  * queue's deque and lock) and keeps the answers (``topics``), and reads three plain attributes from
  * the instance ``__dict__``: ``Metadata._cluster`` (the current snapshot; the lane keeps the last
- * one's partition counts, ``Cluster._counts``, since a snapshot never changes),
+ * one's partition counts, ``Cluster._counts``, since a snapshot never changes, and the last topic's
+ * count and entry, found again by the topic object's identity),
  * ``RecordAccumulator._closed`` and ``TransactionManager.last_error``. The lane counts its own records
  * (``fast_count``); ``RecordAccumulator.records_appended`` counts the Python appends.
  *
@@ -64,6 +65,11 @@ typedef struct {
     PyObject *topics;
     PyObject *cluster; /* the last metadata snapshot seen (held, so that its identity stays its own) */
     PyObject *counts;  /* its partition counts: dict topic -> int */
+    /* the last topic object sent to (compared by identity: a caller sends the same str again and again)
+     * with its partition count in ``cluster`` (count_topic, cleared with a new snapshot) and its entry
+     * of ``topics`` (entry_topic; an entry is never replaced): two dict lookups fewer per record */
+    PyObject *count_topic, *entry_topic, *entry;
+    long count;
 } SendLane;
 
 static PyObject *str_cluster, *str_closed, *str_last_error, *str_locked, *str_counts, *str_lane_topic,
@@ -107,12 +113,20 @@ static long partition_count(SendLane *lane, PyObject *topic) {
         Py_INCREF(cluster);
         Py_XSETREF(lane->cluster, cluster);
         Py_XSETREF(lane->counts, counts);
+        Py_CLEAR(lane->count_topic);
     }
+    if (topic == lane->count_topic)
+        return lane->count;
     long long n;
     PyObject *count = PyDict_GetItemWithError(lane->counts, topic);
     if (count == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    return as_ll(count, &n) && n >= 1 && n <= 0x7fffffffL ? (long)n : 0;
+    if (!as_ll(count, &n) || n < 1 || n > 0x7fffffffL)
+        return 0;
+    Py_INCREF(topic);
+    Py_XSETREF(lane->count_topic, topic);
+    lane->count = (long)n;
+    return (long)n;
 }
 
 /* Ask the accumulator for what the lane keeps of a topic (``partition`` < 0) or of one of its
@@ -179,9 +193,16 @@ done:
  * changed); -1 with an exception set (nothing changed). */
 static int lane_append(SendLane *lane, PyObject *topic, long n, long partition, PyObject *key, PyObject *value,
                        PyObject *callback, Py_ssize_t key_len, Py_ssize_t value_len, long long ts, PyObject **out) {
-    PyObject *entry = PyDict_GetItemWithError(lane->topics, topic);
-    if (entry == NULL)
-        return PyErr_Occurred() || learn(lane, topic, -1) < 0 ? -1 : 0;
+    PyObject *entry = lane->entry; /* borrowed either way */
+    if (topic != lane->entry_topic) {
+        entry = PyDict_GetItemWithError(lane->topics, topic);
+        if (entry == NULL)
+            return PyErr_Occurred() || learn(lane, topic, -1) < 0 ? -1 : 0;
+        Py_INCREF(topic);
+        Py_XSETREF(lane->entry_topic, topic);
+        Py_INCREF(entry);
+        Py_XSETREF(lane->entry, entry);
+    }
     StickyState *sticky = NULL;
     long long produced = 0, double_size = 0;
     if (partition < 0) {
@@ -409,6 +430,9 @@ static int lane_traverse(SendLane *lane, visitproc visit, void *arg) {
     Py_VISIT(lane->topics);
     Py_VISIT(lane->cluster);
     Py_VISIT(lane->counts);
+    Py_VISIT(lane->count_topic);
+    Py_VISIT(lane->entry_topic);
+    Py_VISIT(lane->entry);
     return 0;
 }
 
@@ -425,6 +449,9 @@ static int lane_clear(SendLane *lane) {
     Py_CLEAR(lane->topics);
     Py_CLEAR(lane->cluster);
     Py_CLEAR(lane->counts);
+    Py_CLEAR(lane->count_topic);
+    Py_CLEAR(lane->entry_topic);
+    Py_CLEAR(lane->entry);
     return 0;
 }
 
