@@ -82,6 +82,52 @@ def test_send_nowait_returns_0_when_the_socket_is_full(pair: tuple[socket.socket
     assert received == total
 
 
+def test_send_nowait_releases_the_gil_only_for_large_writes(pair: tuple[socket.socket, socket.socket]) -> None:
+    """With a 30 s switch interval another thread runs only when this one releases the GIL: small writes
+    (and ``recv_nowait``) keep it, a write of at least 16 KiB releases it around ``sendmsg`` and takes it
+    back through the hand-over (the other thread calls ``hand_over_gil``, as the send lane does)."""
+    left, right = pair
+    runs = [0]
+    stop = threading.Event()
+    started = threading.Event()
+
+    def other() -> None:
+        started.set()
+        while not stop.is_set():
+            runs[0] += 1
+            A.hand_over_gil()
+            time.sleep(0)
+
+    def write_and_drain(size: int, times: int) -> int:
+        """How often the other thread ran while ``times`` writes of ``size`` bytes were made and read."""
+        chunk = b"x" * size
+        before = runs[0]
+        for _ in range(times):
+            sent = A.send_nowait(left.fileno(), [chunk])
+            assert 0 < sent <= size
+            got = 0
+            while got < sent:
+                got += len(A.recv_nowait(right.fileno(), 1 << 22))
+        return runs[0] - before
+
+    for sock, option in ((left, socket.SO_SNDBUF), (right, socket.SO_RCVBUF)):
+        sock.setsockopt(socket.SOL_SOCKET, option, 4 << 20)
+    previous = sys.getswitchinterval()
+    thread = threading.Thread(target=other, daemon=True)
+    try:
+        sys.setswitchinterval(30.0)
+        thread.start()
+        assert started.wait(10)
+        assert write_and_drain(16383, 200) == 0  # kept the GIL throughout
+        # released: the other thread wakes up in time to take it during some of the writes (large ones,
+        # so that the kernel's copy outlasts its wake-up on a loaded machine)
+        assert write_and_drain(1 << 20, 200) > 0
+    finally:
+        sys.setswitchinterval(previous)
+        stop.set()
+        thread.join(30)
+
+
 def test_recv_nowait_reads_raises_when_empty_and_sees_the_end(pair: tuple[socket.socket, socket.socket]) -> None:
     left, right = pair
     with pytest.raises(BlockingIOError):

@@ -31,7 +31,12 @@
  *
  * ``send_nowait(fd, pieces)`` and ``recv_nowait(fd, size)`` are ``socket.sendmsg`` and ``socket.recv`` on a
  * non-blocking plaintext socket that keep the GIL: the calls never block, and every release would be one
- * more chance for a busy sending thread to take the GIL for a switch interval. ``send_nowait`` writes up
+ * more chance for a busy sending thread to take the GIL for a switch interval. The exception is a write
+ * of at least ``SEND_RELEASE_MIN`` bytes (a Produce request of whole batches): on loopback the kernel's
+ * copy and TCP work for it takes long enough that ``send_nowait`` releases the GIL around ``sendmsg``, so
+ * the sending thread encodes the next records meanwhile, and takes it back as ``wait_for_io`` does, with
+ * the hand-over (the bulk Arrow path on Apache Kafka, A/B in one run: 2.54M against 2.09M rows/s median;
+ * keyed records about +4%). ``send_nowait`` writes up
  * to 64 buffers with one ``sendmsg`` (MSG_NOSIGNAL) and returns the bytes written, 0 when the socket
  * takes nothing now (EAGAIN); ``recv_nowait`` returns the bytes read (b"" at end of stream) and raises
  * ``BlockingIOError`` when there are none. Other errors raise ``OSError`` with the errno, as the socket
@@ -172,6 +177,8 @@ static PyObject *accel_wait_for_io(PyObject *self, PyObject *const *args, Py_ssi
 #endif
 
 #define SEND_MAX_PIECES 64
+/* writes of at least this many bytes release the GIL around sendmsg (see the top of the file) */
+#define SEND_RELEASE_MIN 16384
 
 static int fd_argument(PyObject *arg, int *fd) {
     long value = PyLong_AsLong(arg);
@@ -210,10 +217,26 @@ static PyObject *accel_send_nowait(PyObject *self, PyObject *const *args, Py_ssi
     memset(&msg, 0, sizeof(msg));
     msg.msg_iov = iov;
     msg.msg_iovlen = (size_t)count;
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++)
+        total += iov[i].iov_len;
     ssize_t sent;
-    do
-        sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (sent < 0 && errno == EINTR);
+    if (total >= SEND_RELEASE_MIN) {
+        int err;
+        PyThreadState *ts = PyEval_SaveThread();
+        do
+            sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (sent < 0 && errno == EINTR);
+        err = errno;
+        __atomic_add_fetch(&sparkafka_io_waiters, 1, __ATOMIC_SEQ_CST);
+        PyEval_RestoreThread(ts);
+        io_wait_over();
+        errno = err;
+    } else {
+        do
+            sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        while (sent < 0 && errno == EINTR);
+    }
     if (sent >= 0)
         result = PyLong_FromSsize_t(sent);
     else if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -266,7 +289,7 @@ static PyMethodDef sender_io_methods[] = {
      "itself to hand_over_gil while it takes the GIL back. Returns [(fd, events)]."},
 #endif
     {"send_nowait", (PyCFunction)(void (*)(void))accel_send_nowait, METH_FASTCALL,
-     "sendmsg(fd, up to 64 buffers, MSG_DONTWAIT) keeping the GIL; the bytes written, 0 on EAGAIN."},
+     "sendmsg(fd, up to 64 buffers, MSG_DONTWAIT) keeping the GIL below 16 KiB; the bytes written, 0 on EAGAIN."},
     {"recv_nowait", (PyCFunction)(void (*)(void))accel_recv_nowait, METH_FASTCALL,
      "recv(fd, size, MSG_DONTWAIT) keeping the GIL; b'' at end of stream, BlockingIOError if none."},
     {NULL, NULL, 0, NULL},
