@@ -129,7 +129,12 @@ class Stream:
         assert pending == 0, f"{pending} futures still pending after flush()"
         run.producer.close(timeout=10)
         isolation = "read_committed" if run.transactional else "read_uncommitted"
-        records = consume_all(run.bootstrap, run.topic, timeout=90, isolation_level=isolation)
+        # commit_transaction() returns once the coordinator has logged the commit; it writes the markers
+        # to the partitions after that (Kafka's TransactionMarkerChannelManager), so right after a rolling
+        # restart a partition's last stable offset can still stand before the last transaction: wait for
+        # every committed record (a record that never shows up still fails, after the timeout)
+        records = consume_all(run.bootstrap, run.topic, timeout=90, isolation_level=isolation,
+                              expected_count=len(self.committed) if run.transactional else None)
         only = self.committed.__contains__ if run.transactional else None
         report = verify_records(run.ledger, records, only=only)
         if run.transactional:
