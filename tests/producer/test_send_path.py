@@ -8,6 +8,7 @@ hold, these tests fail before send() silently misbehaves.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, cast
 
 import pytest
@@ -120,5 +121,47 @@ def test_the_send_lane_follows_the_topic_and_a_new_partition_count() -> None:
             count = 11 if i >= 425 else {"a": 3, "b": 5}[topic]
             assert (future._produce_result.topic, future._produce_result.partition) == \
                    (topic, (murmur2_py(key) & 0x7FFFFFFF) % count), i
+    finally:
+        producer.close(0)
+
+
+@pytest.mark.skipif(_SendLane is None, reason="the C accelerator is not in use")
+def test_the_send_lane_sees_a_producer_error_and_a_closed_accumulator_at_once() -> None:
+    """The lane keeps what it last read of ``TransactionManager.last_error`` and ``RecordAccumulator._closed``
+    while their instance dicts are unchanged: setting either takes the very next record off the lane (the
+    Python send then decides), and clearing the error gives the records back to it."""
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 600_000, "enable.idempotence": True,
+                              "metadata.max.age.ms": 600_000, "metadata.recovery.strategy": "none"})
+    try:
+        lane: Any = producer._send_lane
+        tm = producer._tm
+        assert lane is not None and tm is not None
+        body = _metadata_body({"t": 3})
+        body["brokers"] = [{"node_id": 1, "host": "127.0.0.1", "port": 1, "rack": None}]
+        producer._metadata.add_topic("t", SYSTEM_CLOCK.monotonic_ms())
+        producer._metadata.update(body, SYSTEM_CLOCK.monotonic_ms())
+
+        def lane_takes(n: int) -> int:
+            before = lane.fast_count
+            for _ in range(n):
+                producer.send("t", b"v", b"k")  # one partition: after the first record, all open appends
+            return int(lane.fast_count - before)
+
+        lane_takes(10)  # the lane learns the topic and the queue, the first record opens the batch
+        assert lane_takes(50) == 50
+        tm.last_error = RuntimeError("fatal")
+        handed = lane.handed_over
+        with contextlib.suppress(Exception):  # what the Python send makes of it is not the point here
+            producer.send("t", b"v", b"k")
+        assert lane.handed_over == handed + 1
+        tm.last_error = None
+        assert lane_takes(50) == 50
+        producer._accumulator._closed = True
+        handed = lane.handed_over
+        with contextlib.suppress(Exception):
+            producer.send("t", b"v", b"k")
+        assert lane.handed_over == handed + 1
+        producer._accumulator._closed = False
+        assert lane_takes(10) == 10
     finally:
         producer.close(0)
