@@ -95,11 +95,11 @@ typedef struct {
     PyObject *topics;
     PyObject *cluster; /* the last metadata snapshot seen (held, so that its identity stays its own) */
     PyObject *counts;  /* its partition counts: dict topic -> int */
-    /* the last topic object sent to (compared by identity: a caller sends the same str again and again)
-     * with its partition count in ``cluster`` (count_topic, cleared with a new snapshot) and its entry
-     * of ``topics`` (entry_topic; an entry is never replaced): two dict lookups fewer per record */
-    PyObject *count_topic, *entry_topic, *entry;
-    long count;
+    /* the last topic object sent to (compared by identity: a caller sends the same str again and again),
+     * its partition count in ``cluster`` (0 once a new snapshot comes) and its entry of ``topics`` (NULL
+     * until looked up; an entry is never replaced): two dict lookups fewer per record */
+    PyObject *last_topic, *last_entry;
+    long last_count;
 } SendLane;
 
 static PyObject *str_cluster, *str_closed, *str_last_error, *str_locked, *str_counts, *str_lane_topic,
@@ -143,19 +143,22 @@ static long partition_count(SendLane *lane, PyObject *topic) {
         Py_INCREF(cluster);
         Py_XSETREF(lane->cluster, cluster);
         Py_XSETREF(lane->counts, counts);
-        Py_CLEAR(lane->count_topic);
+        lane->last_count = 0;
     }
-    if (topic == lane->count_topic)
-        return lane->count;
+    if (topic == lane->last_topic && lane->last_count > 0)
+        return lane->last_count;
     long long n;
     PyObject *count = PyDict_GetItemWithError(lane->counts, topic);
     if (count == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (!as_ll(count, &n) || n < 1 || n > 0x7fffffffL)
         return 0;
-    Py_INCREF(topic);
-    Py_XSETREF(lane->count_topic, topic);
-    lane->count = (long)n;
+    if (topic != lane->last_topic) { /* lane_append, which runs next, keeps the new topic's entry */
+        Py_INCREF(topic);
+        Py_XSETREF(lane->last_topic, topic);
+        Py_CLEAR(lane->last_entry);
+    }
+    lane->last_count = (long)n;
     return (long)n;
 }
 
@@ -223,15 +226,14 @@ done:
  * changed); -1 with an exception set (nothing changed). */
 static int lane_append(SendLane *lane, PyObject *topic, long n, long partition, PyObject *key, PyObject *value,
                        PyObject *callback, Py_ssize_t key_len, Py_ssize_t value_len, long long ts, PyObject **out) {
-    PyObject *entry = lane->entry; /* borrowed either way */
-    if (topic != lane->entry_topic) {
+    /* partition_count made ``topic`` the last topic */
+    PyObject *entry = lane->last_entry; /* borrowed either way */
+    if (entry == NULL) {
         entry = PyDict_GetItemWithError(lane->topics, topic);
         if (entry == NULL)
             return PyErr_Occurred() || learn(lane, topic, -1) < 0 ? -1 : 0;
-        Py_INCREF(topic);
-        Py_XSETREF(lane->entry_topic, topic);
         Py_INCREF(entry);
-        Py_XSETREF(lane->entry, entry);
+        lane->last_entry = entry;
     }
     StickyState *sticky = NULL;
     long long produced = 0, double_size = 0;
@@ -460,9 +462,8 @@ static int lane_traverse(SendLane *lane, visitproc visit, void *arg) {
     Py_VISIT(lane->topics);
     Py_VISIT(lane->cluster);
     Py_VISIT(lane->counts);
-    Py_VISIT(lane->count_topic);
-    Py_VISIT(lane->entry_topic);
-    Py_VISIT(lane->entry);
+    Py_VISIT(lane->last_topic);
+    Py_VISIT(lane->last_entry);
     return 0;
 }
 
@@ -480,9 +481,8 @@ static int lane_clear(SendLane *lane) {
     Py_CLEAR(lane->topics);
     Py_CLEAR(lane->cluster);
     Py_CLEAR(lane->counts);
-    Py_CLEAR(lane->count_topic);
-    Py_CLEAR(lane->entry_topic);
-    Py_CLEAR(lane->entry);
+    Py_CLEAR(lane->last_topic);
+    Py_CLEAR(lane->last_entry);
     return 0;
 }
 

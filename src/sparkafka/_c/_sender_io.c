@@ -116,6 +116,14 @@ static void io_wait_over(void) {
     }
 }
 
+/* Take the GIL back after an I/O wait or call, announced to ``hand_over_gil`` so that a sending thread
+ * gives it up at its next send instead of after a switch interval. */
+static void restore_with_hand_over(PyThreadState *ts) {
+    __atomic_add_fetch(&sparkafka_io_waiters, 1, __ATOMIC_SEQ_CST);
+    PyEval_RestoreThread(ts);
+    io_wait_over();
+}
+
 static PyObject *accel_hand_over_gil(PyObject *self, PyObject *unused) {
     sparkafka_hand_over_gil();
     Py_RETURN_NONE;
@@ -151,13 +159,10 @@ static PyObject *accel_wait_for_io(PyObject *self, PyObject *const *args, Py_ssi
     PyThreadState *ts = PyEval_SaveThread();
     n = epoll_wait(epfd, events, max_events, timeout);
     err = errno;
-    if (hand_over) {
-        __atomic_add_fetch(&sparkafka_io_waiters, 1, __ATOMIC_SEQ_CST);
+    if (hand_over)
+        restore_with_hand_over(ts);
+    else
         PyEval_RestoreThread(ts);
-        io_wait_over();
-    } else {
-        PyEval_RestoreThread(ts);
-    }
     if (n < 0) {
         if (err == EINTR) {
             if (PyErr_CheckSignals() < 0)
@@ -226,22 +231,15 @@ static PyObject *accel_send_nowait(PyObject *self, PyObject *const *args, Py_ssi
     size_t total = 0;
     for (Py_ssize_t i = 0; i < count; i++)
         total += iov[i].iov_len;
+    PyThreadState *ts = total >= SEND_RELEASE_MIN ? PyEval_SaveThread() : NULL;
     ssize_t sent;
-    if (total >= SEND_RELEASE_MIN) {
-        int err;
-        PyThreadState *ts = PyEval_SaveThread();
-        do
-            sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-        while (sent < 0 && errno == EINTR);
-        err = errno;
-        __atomic_add_fetch(&sparkafka_io_waiters, 1, __ATOMIC_SEQ_CST);
-        PyEval_RestoreThread(ts);
-        io_wait_over();
+    do
+        sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
+    if (ts != NULL) {
+        int err = errno;
+        restore_with_hand_over(ts);
         errno = err;
-    } else {
-        do
-            sent = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-        while (sent < 0 && errno == EINTR);
     }
     if (sent >= 0)
         result = PyLong_FromSsize_t(sent);
