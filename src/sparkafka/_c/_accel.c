@@ -33,6 +33,7 @@
  *   SendLane (_send_lane.c): KafkaProducer.send() for the common record in one C call.
  *   wait_for_io(epoll_fd, timeout_ms, max_events), hand_over_gil() (_sender_io.c): the Sender's socket wait,
  *       and the sending threads giving the GIL to it as soon as that wait ends.
+ *   io_thread(), send_turn_stats() (_send_turns.c): busy sending threads taking turns without the GIL.
  *   finish_batch, patch_producer_state (_batch.c): a drained batch's header and CRC-32C.
  */
 #define PY_SSIZE_T_CLEAN
@@ -803,6 +804,7 @@ PyMODINIT_FUNC PyInit__accel(void) {
     PyObject *module = PyModule_Create(&accel_module);
     if (module != NULL && (sparkafka_add_append_types(module) < 0 || sparkafka_add_send_lane(module) < 0
                            || sparkafka_add_sender_io_functions(module) < 0
+                           || sparkafka_add_send_turn_functions(module) < 0
                            || sparkafka_add_batch_functions(module) < 0))
         Py_CLEAR(module);
     return module;

@@ -22,7 +22,8 @@
  * calls ``sparkafka_hand_over_gil`` (the C send lane does at each send) sees the count, releases the
  * GIL and sleeps on a condition variable until the count is zero (the Sender wakes one sleeper once it
  * has the GIL: ``io_wait_over``) or ``HANDOFF_MAX_NS`` has passed; then it asks for the GIL as usual, and the Sender, which now has
- * it, keeps it until its own next wait. ``hand_over_gil()`` is the same for Python callers. Nothing
+ * it, keeps it until its own next wait (the same inline check then waits for the thread's sending turn,
+ * ``_send_turns.c``). ``hand_over_gil()`` is the same for Python callers. Nothing
  * changes for a thread that never calls it: it just does not give the GIL up early. ``wait_for_io``
  * returns a list of (fd, events) pairs as ``select.epoll.poll`` does (an EINTR returns an empty list;
  * the caller polls again).

@@ -8,16 +8,40 @@
 
 #include <Python.h>
 
-extern int sparkafka_io_waiters; /* read and changed with the __atomic builtins only */
+#include <pthread.h>
+#include <time.h>
+
+extern int sparkafka_io_waiters;          /* read and changed with the __atomic builtins only */
+extern unsigned long sparkafka_turn_owner; /* the sending thread that has the turn (_send_turns.c) */
+extern int sparkafka_turn_requested;      /* a waiting thread asks the owner for the turn */
+extern unsigned long sparkafka_turn_sends; /* the owner's sends, for the others to see it is sending */
+extern long long sparkafka_turn_last_send; /* the owner's last send, CLOCK_MONOTONIC_COARSE */
+
+static inline long long sparkafka_coarse_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 void sparkafka_hand_over_gil_slow(void);
+void sparkafka_take_send_turn(void);
 
-/* Cheap when nobody waits: one relaxed atomic load. Call with the GIL held. */
+/* Cheap when nobody waits: three relaxed atomic loads. Call with the GIL held at the start of a send:
+ * it gives the GIL to a Sender back from its socket wait, and waits for this thread's sending turn
+ * (_send_turns.c). */
 static inline void sparkafka_hand_over_gil(void) {
     if (__atomic_load_n(&sparkafka_io_waiters, __ATOMIC_RELAXED) != 0)
         sparkafka_hand_over_gil_slow();
+    if (__atomic_load_n(&sparkafka_turn_owner, __ATOMIC_RELAXED) == (unsigned long)pthread_self()
+        && __atomic_load_n(&sparkafka_turn_requested, __ATOMIC_RELAXED) == 0)
+    {
+        __atomic_store_n(&sparkafka_turn_sends, sparkafka_turn_sends + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&sparkafka_turn_last_send, sparkafka_coarse_ns(), __ATOMIC_RELAXED);
+    } else
+        sparkafka_take_send_turn();
 }
 
 int sparkafka_add_sender_io_functions(PyObject *module);
+int sparkafka_add_send_turn_functions(PyObject *module);
 
 #endif

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._clock import Clock
 from .._types import TopicPartition
+from ..accel import ACCEL
 from ..net.connection import DISCONNECTED
 from ..protocol.messages import PRODUCE_MAX_VERSION_TRANSACTIONS_V1, PRODUCE_MAX_VERSION_WITH_NAMES, ApiKey
 from ..protocol.primitives import ZERO_UUID, uuid_bytes
@@ -41,6 +42,9 @@ from ..protocol.produce import PRODUCE_FIRST_TOPIC_ID, PRODUCE_MAX_VERSION, enco
 from ..record.layout import NO_SEQUENCE, RECORD_BATCH_OVERHEAD
 from .producer_batch import remove_in_flight
 from .transactions import TransactionManager, TxnRequest
+
+_MARK_IO_THREAD = getattr(ACCEL, "io_thread", None)
+"""Marks the Sender thread as one that never waits for a sending turn (``_c/_send_turns.c``)."""
 
 if TYPE_CHECKING:
     from ..net.client import ClientResponse, NetworkClient
@@ -113,6 +117,8 @@ class Sender:
     # ------------------------------------------------------------------ thread
     def run(self) -> None:
         self.thread_ident = threading.get_ident()
+        if _MARK_IO_THREAD is not None:  # a callback's send() must not wait for another thread's turn
+            _MARK_IO_THREAD()
         log.debug("sender thread started")
         while self.running:
             self._run_once_guarded()
