@@ -183,7 +183,15 @@ def test_a_forked_child_starts_with_no_turn_owner_and_no_queue() -> None:
                 code = 0 if stats["queued"] == 0 and after["waits"] == stats["waits"] else 3
             finally:
                 os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        deadline = time.monotonic() + 30  # a child left waiting for a parent's thread would never end
+        waited, status = os.waitpid(pid, os.WNOHANG)
+        while waited == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            waited, status = os.waitpid(pid, os.WNOHANG)
+        if waited == 0:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child waited for a sending turn held by a thread of its parent")
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         stop.set()
