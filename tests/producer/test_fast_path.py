@@ -297,3 +297,48 @@ def test_success_callbacks_get_metadata_and_a_raising_one_is_logged(
     assert all(type(md) is RecordMetadata for md, _ in seen)
     assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [ZeroDivisionError]
     assert "topic-partition t-1" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("use_c", [False, True])
+def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(use_c: bool) -> None:
+    """The C loop fills one metadata tuple again while no callback keeps it (as zip() reuses its
+    result): a callback that keeps its metadata must find it unchanged after later callbacks, one that
+    only reads it must read its own record's values, and a collection in between (which may untrack
+    a tuple of atoms) changes neither."""
+    import gc
+
+    from sparkafka.producer import producer_batch as pb
+
+    if use_c and pb._c_run_success_callbacks is None:
+        pytest.skip("the C accelerator is not in use")
+    read: list[tuple[object, ...]] = []
+    kept: list[RecordMetadata] = []
+
+    def reader(md: RecordMetadata, err: Any) -> None:
+        read.append(tuple(md))
+
+    def keeper(md: RecordMetadata, err: Any) -> None:
+        read.append(tuple(md))
+        kept.append(md)
+
+    def collector(md: RecordMetadata, err: Any) -> None:
+        gc.collect()
+        read.append(tuple(md))
+
+    order = [reader, reader, keeper, reader, collector, reader, keeper, keeper, reader]
+    entries: list[object] = []
+    for i, callback in enumerate(order):
+        entries += [callback, i, i * 3, i if i % 2 else -1, 100 + i]
+    batch = make_batch()
+    batch.try_append(TS, None, b"a", None, None, 0.0)
+    batch.result.base_offset, batch.result.log_append_time = 500, -1
+    saved = pb._c_run_success_callbacks
+    pb._c_run_success_callbacks = saved if use_c else None
+    try:
+        batch._run_success_callbacks(entries)
+    finally:
+        pb._c_run_success_callbacks = saved
+    expected = [(T, 1, 500 + i, TS + i * 3, i if i % 2 else -1, 100 + i) for i in range(len(order))]
+    assert read == expected
+    assert [tuple(md) for md in kept] == [expected[2], expected[6], expected[7]]
+    assert len({id(md) for md in kept}) == 3 and all(type(md) is RecordMetadata for md in kept)

@@ -697,6 +697,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
     /* the list is the batch's own and no longer grows; hold it while callbacks run */
     Py_INCREF(callbacks);
     PyObject *result = Py_None;
+    PyObject *md = NULL; /* the metadata of the last callback, while nobody else holds it */
     for (Py_ssize_t i = 0; i + 4 < PyList_GET_SIZE(callbacks); i += 5) {
         PyObject *callback = PyList_GET_ITEM(callbacks, i);
         long long index = PyLong_AsLongLong(PyList_GET_ITEM(callbacks, i + 1));
@@ -705,32 +706,46 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
             result = NULL;
             break;
         }
-        PyObject *md = md_type->tp_alloc(md_type, 6);
         PyObject *offset = PyLong_FromLongLong(base == -1 ? -1 : base + index);
         PyObject *ts = PyLong_FromLongLong(log_append_time == -1 ? base_ts + delta : log_append_time);
+        if (md == NULL && offset != NULL && ts != NULL) {
+            md = md_type->tp_alloc(md_type, 6);
+            if (md != NULL) {
+                Py_INCREF(topic);
+                Py_INCREF(partition);
+                PyTuple_SET_ITEM(md, 0, topic);
+                PyTuple_SET_ITEM(md, 1, partition);
+            }
+        }
         if (md == NULL || offset == NULL || ts == NULL) {
-            Py_XDECREF(md);
             Py_XDECREF(offset);
             Py_XDECREF(ts);
             result = NULL;
             break;
         }
+        /* A metadata tuple that only this loop holds (the last callback kept no reference: the
+         * type has no weak references, being a NamedTuple) is filled again for the next record, as
+         * CPython's zip() reuses its result tuple: nobody can see the change. Items 2-5 are replaced;
+         * the old ones are released after the new ones are in place. */
         PyObject *key_size = PyList_GET_ITEM(callbacks, i + 3), *value_size = PyList_GET_ITEM(callbacks, i + 4);
-        Py_INCREF(topic);
-        Py_INCREF(partition);
         Py_INCREF(key_size);
         Py_INCREF(value_size);
-        PyTuple_SET_ITEM(md, 0, topic);
-        PyTuple_SET_ITEM(md, 1, partition);
+        PyObject *old[4] = {PyTuple_GET_ITEM(md, 2), PyTuple_GET_ITEM(md, 3), PyTuple_GET_ITEM(md, 4),
+                            PyTuple_GET_ITEM(md, 5)};
         PyTuple_SET_ITEM(md, 2, offset);
         PyTuple_SET_ITEM(md, 3, ts);
         PyTuple_SET_ITEM(md, 4, key_size);
         PyTuple_SET_ITEM(md, 5, value_size);
+        for (int k = 0; k < 4; k++)
+            Py_XDECREF(old[k]);
+        if (!PyObject_GC_IsTracked(md)) /* the collector untracks tuples of atoms; keep the rule simple */
+            PyObject_GC_Track(md);
         Py_INCREF(callback);
         PyObject *call_args[2] = {md, Py_None};
         PyObject *r = PyObject_Vectorcall(callback, call_args, 2, NULL);
         Py_DECREF(callback);
-        Py_DECREF(md);
+        if (Py_REFCNT(md) != 1 || md_type->tp_weaklistoffset != 0)
+            Py_CLEAR(md); /* the callback kept it (or could have, weakly): the next record gets a new one */
         if (r != NULL) {
             Py_DECREF(r);
             continue;
@@ -754,6 +769,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
         }
         Py_DECREF(rr);
     }
+    Py_XDECREF(md);
     Py_DECREF(callbacks);
     if (result == Py_None)
         Py_INCREF(result);

@@ -45,7 +45,7 @@
 
 STATE_GC(BuilderState, BUILDER_OBJECTS)
 STATE_GC(BatchState, BATCH_OBJECTS)
-STATE_GC(FutureState, ALL_OBJECTS(FutureState))
+STATE_GC(FutureState, FUTURE_OBJECTS)
 STATE_GC(StickyState, ALL_OBJECTS(StickyState))
 STATE_GC(PartitionerState, ALL_OBJECTS(PartitionerState))
 
@@ -80,9 +80,9 @@ static PyMemberDef batch_members[] = {
 static PyMemberDef future_members[] = {
     FIELD(FutureState, "_produce_result", produce_result, "The batch's ProduceRequestResult."),
     FIELD(FutureState, "relative_offset", relative_offset, "The record's index in its batch."),
-    FIELD(FutureState, "create_timestamp", create_timestamp, "The record's timestamp."),
     FIELD(FutureState, "serialized_key_size", key_size, "Bytes of the key, -1 for none."),
     FIELD(FutureState, "serialized_value_size", value_size, "Bytes of the value, -1 for none."),
+    NUMBER(FutureState, T_LONGLONG, "create_timestamp", create_timestamp, "The record's timestamp."),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -108,15 +108,22 @@ static PyObject *future_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     } else if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOO", names, &v[0], &v[1], &v[2], &v[3], &v[4])) {
         return NULL;
     }
-    PyObject *self = type->tp_alloc(type, 0);
+    long long ts = PyLong_AsLongLong(v[2]);
+    if (ts == -1 && PyErr_Occurred())
+        return NULL;
+    FutureState *self = (FutureState *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    PyObject **f = STATE_FIELDS(self);
-    for (int i = 0; i < 5; i++) {
-        Py_INCREF(v[i]);
-        f[i] = v[i];
-    }
-    return self;
+    Py_INCREF(v[0]);
+    Py_INCREF(v[1]);
+    Py_INCREF(v[3]);
+    Py_INCREF(v[4]);
+    self->produce_result = v[0];
+    self->relative_offset = v[1];
+    self->key_size = v[3];
+    self->value_size = v[4];
+    self->create_timestamp = ts;
+    return (PyObject *)self;
 }
 
 /* StickyState(partition): produced_bytes starts at 0 */

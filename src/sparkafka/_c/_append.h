@@ -81,10 +81,13 @@ typedef struct {
     PyObject_HEAD
     PyObject *produce_result;   /* _produce_result: the batch's ProduceRequestResult */
     PyObject *relative_offset;  /* relative_offset: int, the record's index in the batch */
-    PyObject *create_timestamp; /* create_timestamp: int */
     PyObject *key_size;         /* serialized_key_size: int, -1 for no key */
     PyObject *value_size;       /* serialized_value_size: int, -1 for no value */
+    /* a C number after the FUTURE_OBJECTS object fields: a record's timestamp is rarely a cached small
+     * int, so an object here would cost an allocation and a free per record */
+    long long create_timestamp; /* create_timestamp */
 } FutureState;
+#define FUTURE_OBJECTS 4
 
 typedef struct {
     PyObject_HEAD

@@ -378,19 +378,16 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
     lane->fast_count++;
     PyTypeObject *ft = lane->future_type;
     FutureState *future = (FutureState *)ft->tp_alloc(ft, 0);
-    PyObject *o_ts = PyLong_FromLongLong(ts);
-    if (future == NULL || o_ts == NULL) {
-        Py_XDECREF(future);
-        Py_XDECREF(o_ts);
+    if (future == NULL) {
         for (int i = 0; i < 4; i++)
             Py_DECREF(got[i]);
         return NULL;
     }
     future->produce_result = got[0];
     future->relative_offset = got[1];
-    future->create_timestamp = o_ts;
     future->key_size = got[2];
     future->value_size = got[3];
+    future->create_timestamp = ts;
     return (PyObject *)future;
 }
 
