@@ -4,6 +4,8 @@ when it declines, sticky accounting, and callbacks/futures of records appended t
 
 from __future__ import annotations
 
+import gc
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -305,8 +307,6 @@ def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(u
     result): a callback that keeps its metadata must find it unchanged after later callbacks, one that
     only reads it must read its own record's values, and a collection in between (which may untrack
     a tuple of atoms) changes neither."""
-    import gc
-
     from sparkafka.producer import producer_batch as pb
 
     if use_c and pb._c_run_success_callbacks is None:
@@ -342,3 +342,41 @@ def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(u
     assert read == expected
     assert [tuple(md) for md in kept] == [expected[2], expected[6], expected[7]]
     assert len({id(md) for md in kept}) == 3 and all(type(md) is RecordMetadata for md in kept)
+
+
+def test_c_callback_entries_grow_past_many_records_and_mix_with_python_appends() -> None:
+    """The C append writes a record's five callback slots into the list in place, making room itself;
+    the list must read exactly as the Python path builds it across many growths, with Python appends
+    (a record with headers) in between, and hold one reference per slot, no more."""
+    if accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+
+    def callback(md: object, err: object) -> None:
+        pass
+
+    before = sys.getrefcount(callback)
+    c_batch, py_batch = make_batch(1 << 20), make_batch(1 << 20)
+    for batch in (c_batch, py_batch):
+        assert batch.try_append(TS, None, b"first", None, callback, 0.0) is not None
+    for i in range(1, 700):
+        key = b"k%d" % i
+        if i % 97 == 0:  # the Python path appends to the same list
+            for batch in (c_batch, py_batch):
+                assert batch.try_append(TS + i, key, VALUE, [("h", b"1")], callback, 0.0) is not None
+            continue
+        cb = None if i % 5 == 0 else callback
+        index = c_batch.try_append_open(TS + i, key, VALUE, cb, len(key), len(VALUE))
+        assert index == i and py_batch._try_append_open_py(TS + i, key, VALUE, cb, len(key), len(VALUE)) == i
+    del cb
+    assert c_batch._callbacks == py_batch._callbacks
+    entries = len(c_batch._callbacks) // 5
+    assert entries == 1 + sum(1 for i in range(1, 700) if i % 5 or i % 97 == 0)
+    assert sys.getrefcount(callback) == before + 2 * entries
+    seen: list[int] = []
+    c_batch.result.base_offset, c_batch.result.log_append_time = 0, -1
+    c_batch._run_success_callbacks([x if x is not callback else (lambda md, err: seen.append(md.offset))
+                                    for x in c_batch._callbacks])
+    assert seen == [0] + [i for i in range(1, 700) if i % 5 or i % 97 == 0]
+    del c_batch, py_batch, batch  # (the loop variable holds the last batch too)
+    gc.collect()
+    assert sys.getrefcount(callback) == before

@@ -278,18 +278,31 @@ PyObject *sparkafka_batch_commit(BatchState *batch, const append_plan_t *p, cons
     if (builder_prepare(p, &moved) < 0)
         goto fail;
     if (callback != Py_None) {
-        PyObject *callbacks = batch->callbacks;
-        Py_ssize_t before = PyList_GET_SIZE(callbacks);
-        PyObject *entry[5] = {callback, index, delta, key_size, value_size};
-        for (int i = 0; i < 5; i++) {
-            if (PyList_Append(callbacks, entry[i]) < 0) { /* out of memory: undo the partial entry */
-                PyObject *exc_type, *exc, *tb;
-                PyErr_Fetch(&exc_type, &exc, &tb);
-                PyList_SetSlice(callbacks, before, PyList_GET_SIZE(callbacks), NULL);
-                PyErr_Restore(exc_type, exc, tb);
+        /* The entry's five slots go into the list in one step: room is made first (half as much again,
+         * instead of list.append's eighth: 7 reallocations for a batch of 138 records instead of about
+         * 25), then the slots are written in place. The list is exact
+         * (sparkafka_batch_plan checks) and untracked by the cyclic GC; its items array is PyMem memory,
+         * as list_resize (Objects/listobject.c) keeps it. */
+        PyListObject *list = (PyListObject *)batch->callbacks;
+        Py_ssize_t size = Py_SIZE(list);
+        if (list->allocated - size < 5) {
+            Py_ssize_t allocated = list->allocated < 40 ? 64 : list->allocated + list->allocated / 2;
+            PyObject **items = allocated > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(PyObject *)
+                                   ? NULL
+                                   : PyMem_Realloc(list->ob_item, (size_t)allocated * sizeof(PyObject *));
+            if (items == NULL) {
+                PyErr_NoMemory();
                 goto fail;
             }
+            list->ob_item = items;
+            list->allocated = allocated;
         }
+        PyObject *entry[5] = {callback, index, delta, key_size, value_size};
+        for (int i = 0; i < 5; i++) {
+            Py_INCREF(entry[i]);
+            list->ob_item[size + i] = entry[i];
+        }
+        Py_SET_SIZE(list, size + 5);
     }
     builder_apply((BuilderState *)batch->builder, p, moved, key, klen, value, vlen);
     batch->record_count = p->index + 1;
