@@ -66,3 +66,33 @@ def test_the_c_rule_names_an_attribute_it_cannot_use() -> None:
     with pytest.raises(TypeError, match=r"ProducerBatch\._callbacks holds \(\)"):
         batch.try_append_open(TS, None, b"v", None, -1, 1)
     assert batch.record_count == 1 and batch.builder.record_count == 1  # nothing appended
+
+
+def test_future_subclasses_free_their_fields_and_type_references() -> None:
+    """FutureState gives a subclass without a __dict__, weak references or __del__ of its own a lean
+    deallocation (``_c/_append.c``); every kind of subclass must still free what its futures hold,
+    its own type reference included, and one with weak references must clear them."""
+    import gc
+    import sys
+    import weakref
+
+    class Slotted(future.FutureRecordMetadata):
+        __slots__ = ()
+
+    class WithDict(future.FutureRecordMetadata):
+        pass
+
+    class Weak(future.FutureRecordMetadata):
+        __slots__ = ("__weakref__",)
+
+    result = object()
+    kinds: list[type] = [future.FutureRecordMetadata, Slotted, WithDict, Weak]
+    before = [sys.getrefcount(k) for k in kinds] + [sys.getrefcount(result)]
+    futures = [k(result, 3, TS, 1, 2) for k in kinds for _ in range(50)]
+    assert all(f.create_timestamp == TS and f.relative_offset == 3 for f in futures)
+    assert sys.getrefcount(result) == before[-1] + len(futures)
+    ref = weakref.ref(futures[-1])
+    del futures
+    gc.collect()
+    assert ref() is None
+    assert [sys.getrefcount(k) for k in kinds] + [sys.getrefcount(result)] == before
