@@ -86,7 +86,10 @@ def test_future_subclasses_free_their_fields_and_type_references() -> None:
         __slots__ = ("__weakref__",)
 
     result = object()
+    # FutureRecordMetadata's own count also falls when futures of earlier tests are collected: it may end
+    # lower, never higher; the classes made here (Slotted takes the lean path from its base) end equal
     kinds: list[type] = [future.FutureRecordMetadata, Slotted, WithDict, Weak]
+    gc.collect()
     before = [sys.getrefcount(k) for k in kinds] + [sys.getrefcount(result)]
     futures = [k(result, 3, TS, 1, 2) for k in kinds for _ in range(50)]
     assert all(f.create_timestamp == TS and f.relative_offset == 3 for f in futures)
@@ -95,4 +98,5 @@ def test_future_subclasses_free_their_fields_and_type_references() -> None:
     del futures
     gc.collect()
     assert ref() is None
-    assert [sys.getrefcount(k) for k in kinds] + [sys.getrefcount(result)] == before
+    after = [sys.getrefcount(k) for k in kinds] + [sys.getrefcount(result)]
+    assert after[0] <= before[0] and after[1:] == before[1:]
