@@ -141,3 +141,30 @@ def test_send_lane_fills_only_futures_that_are_future_state() -> None:
     assert lane.enabled
     with pytest.raises(AttributeError, match="no __dict__"):  # the lane reads these objects' attributes there
         A.SendLane(print, None, SimpleNamespace(), None, 1000, False, sub)
+
+
+def test_append_tails_rejects_bad_offsets_before_writing_anything() -> None:
+    """append_tails checks each row's offsets as it reaches it (increasing, inside the data) and the
+    range against the offsets buffer, and raises before it writes a byte."""
+    data = b"abcdefgh"
+    good = [0, 2, 4, 6, 8]
+
+    def call(offs: list[int], start: int = 0, stop: int = 4, data: bytes = data) -> tuple[int, int]:
+        buf = bytearray(256)
+        try:
+            return tuple(A.append_tails(buf, True, 0, 0, 0, struct.pack(f"<{len(offs)}q", *offs), data,
+                                        start, stop, 0, 61, 0.0, 1000))  # type: ignore[return-value]
+        finally:
+            assert buf == bytearray(256) or offs == good  # nothing written unless the call succeeded
+
+    assert call(good)[0] == 4
+    with pytest.raises(ValueError, match="not increasing"):
+        call([0, 2, 1, 6, 8])  # row 1 ends before it starts
+    with pytest.raises(ValueError, match="point past the data"):
+        call([0, 2, 4, 6, 9])  # the last row runs past the data
+    with pytest.raises(ValueError, match="not increasing"):
+        call([-1, 2, 4, 6, 8])
+    with pytest.raises(ValueError, match="outside the offsets"):
+        call(good, stop=5)
+    with pytest.raises(ValueError, match="outside the offsets"):
+        call(good, start=3, stop=2)

@@ -245,15 +245,24 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
     PyObject *result = NULL;
     const int64_t *off = (const int64_t *)ov.buf;
     const char *data = (const char *)dv.buf;
-    offsets_t o = {ov.buf, 1};
-    if (check_column(&o, ov.len, dv.len, start, stop - start) < 0)
+    /* The range must lie in the offsets buffer; each row's offsets are checked as pass 1 reaches it
+     * (increasing, within the data), before anything is written. Checking all of [start, stop) up
+     * front re-read the rest of a partition's rows for every batch: 190 instructions per row of a
+     * 10,000-row Arrow batch at 16 KiB batches (callgrind). */
+    if (start < 0 || stop < start || stop >= ov.len / (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "row range outside the offsets buffer");
         goto done;
+    }
+    if (off[start] < 0)
+        goto bad_offsets;
     /* pass 1: how many fit, and their bytes */
     Py_ssize_t ts_len = varint_len(ts_delta);
     long long cap = 2 * limit;
     long long written = 0, k = n;
     Py_ssize_t i = start;
     for (; i < stop; i++, k++) {
+        if (off[i + 1] < off[i] || off[i + 1] > (int64_t)dv.len)
+            goto bad_offsets;
         long long body = 1 + ts_len + varint_len(k) + (off[i + 1] - off[i]);
         long long total = varint_len(body) + body;
         if (k > 0 && (estimate + total > limit || (factor != 0.0 && uncompressed + written + total > cap)))
@@ -286,6 +295,9 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
         p += len;
     }
     result = Py_BuildValue("(nL)", count, written);
+    goto done;
+bad_offsets:
+    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
 done:
     PyBuffer_Release(&ov);
     PyBuffer_Release(&dv);
