@@ -153,7 +153,7 @@ def test_append_tails_rejects_bad_offsets_before_writing_anything() -> None:
         buf = bytearray(256)
         try:
             return tuple(A.append_tails(buf, True, 0, 0, 0, struct.pack(f"<{len(offs)}q", *offs), data,
-                                        start, stop, 0, 61, 0.0, 1000))  # type: ignore[return-value]
+                                        start, stop, 0, 61, 0.0, 1000))
         finally:
             assert buf == bytearray(256) or offs == good  # nothing written unless the call succeeded
 
