@@ -404,3 +404,56 @@ def test_result_is_consistent_with_pc_for_large_inputs(impl: str) -> None:
             assert got[i].as_py() == java_partition(keys[i], 6)
     keyless = pc.filter(got, pa.array([k is None and p is None for k, p in zip(keys, parts)]))
     assert len(pc.unique(keyless)) == 6
+
+
+def _grouped_rows(offsets: memoryview, data: memoryview, first: int,
+                  groups: list[tuple[int, int, int]]) -> list[tuple[int, bytes]]:
+    return [(partition, bytes(data[offsets[first + i]:offsets[first + i + 1]]))
+            for partition, start, stop in groups for i in range(start, stop)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 5), st.binary(max_size=12)), min_size=1, max_size=60),
+       cut=st.integers(0, 5))
+def test_c_grouping_copies_what_the_arrow_grouping_takes(rows: list[tuple[int, bytes]], cut: int) -> None:
+    """``_accel.group_tails`` (one counting sort) and the Arrow path (``_groups`` + ``take``) put the same
+    bytes in the same order with the same (partition, start, stop) runs, for sliced arrays too; one
+    partition is not copied; a partition out of range gives None."""
+    from sparkafka.producer.arrow.tails import tail_buffers
+
+    if bulk._c_group_tails is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    cut = min(cut, len(rows) - 1)
+    tails = pa.array([b"x" * 3] * cut + [r[1] for r in rows], pa.large_binary()).slice(cut)
+    parts = pa.array([9] * cut + [r[0] for r in rows], pa.int32()).slice(cut)
+    offsets, data, first = tail_buffers(tails)
+    got = bulk._c_group_tails(offsets, data, first, len(rows), bulk._int32_buffer(parts), 6)
+    assert got is not None
+    c_offsets, c_data, c_groups = got
+    order, groups = bulk._groups(parts)
+    assert c_groups == groups
+    expected = _grouped_rows(*tail_buffers(tails if order is None else pc.take(tails, order)), groups)
+    assert expected == sorted(rows, key=lambda r: r[0])  # stable: row order within a partition
+    if c_offsets is None or c_data is None:
+        assert order is None and len(groups) == 1
+    else:
+        assert _grouped_rows(memoryview(c_offsets).cast("q"), memoryview(c_data), 0, c_groups) == expected
+    top = max(r[0] for r in rows)
+    if top > 0:  # num_partitions = the largest partition: that one is out of range
+        assert bulk._c_group_tails(offsets, data, first, len(rows), bulk._int32_buffer(parts), top) is None
+
+
+def test_c_grouping_rejects_bad_buffers() -> None:
+    import struct
+
+    if bulk._c_group_tails is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    parts = struct.pack("<3i", 0, 1, 0)
+    with pytest.raises(ValueError, match="not increasing"):
+        bulk._c_group_tails(struct.pack("<4q", 0, 2, 1, 3), b"abc", 0, 3, parts, 2)
+    with pytest.raises(ValueError, match="point past the data"):
+        bulk._c_group_tails(struct.pack("<4q", 0, 1, 2, 4), b"abc", 0, 3, parts, 2)
+    with pytest.raises(ValueError, match="outside the offsets or partitions"):
+        bulk._c_group_tails(struct.pack("<3q", 0, 1, 2), b"abc", 0, 3, parts, 2)
+    with pytest.raises(ValueError, match="outside the offsets or partitions"):
+        bulk._c_group_tails(struct.pack("<4q", 0, 1, 2, 3), b"abc", 0, 3, parts[:8], 2)

@@ -14,7 +14,9 @@ How it works (``append_arrow``, for the rows of one topic; ``KafkaProducer.send_
    ``send()``, its byte count and each switch happen under the queue lock of the partition being left,
    and a switch another thread made meanwhile is kept.
 3. **Group.** A stable sort by partition puts each partition's rows next to each other in their original
-   order (one ``take`` of the tails); a batch that goes to one partition is not sorted.
+   order: with the accelerator one counting sort that copies the tails (``_accel.group_tails``), else
+   Arrow's ``value_counts``, ``sort_indices`` and one ``take`` of the tails; a batch that goes to one
+   partition is not copied.
 4. **Append.** ``RecordAccumulator.append_tails`` copies each partition's run into its batches (the
    open last batch, then new ones from the buffer pool, blocking up to ``max.block.ms`` in all); the Sender
    then sends them like any others: same idempotence, ordering, retries, timeouts and transactions.
@@ -48,6 +50,8 @@ __all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partition
 QueueLock = Callable[[int], threading.Lock]
 """The lock of one of the topic's partition queues (``RecordAccumulator.queue_lock`` for the topic)."""
 _c_partitions: Callable[..., bytearray] | None = getattr(ACCEL, "partitions_for_offsets", None)
+_c_group_tails: Callable[..., tuple[bytes | None, bytearray | None, list[tuple[int, int, int]]] | None] | None = \
+    getattr(ACCEL, "group_tails", None)
 _RECORD_PREFIX = 4
 """Typical bytes of a record before its tail (length, attributes, timestamp and offset deltas), for
 the sticky partitioner's byte count."""
@@ -203,6 +207,13 @@ def _groups(parts: pa.Array) -> tuple[pa.Array | None, list[tuple[int, int, int]
     return pc.sort_indices(parts), groups
 
 
+def _int32_buffer(parts: pa.Array) -> memoryview:
+    """The values of an int32 array without nulls, as bytes from its first row."""
+    values = parts.buffers()[1]
+    assert values is not None
+    return memoryview(values)[parts.offset * 4:(parts.offset + len(parts)) * 4]
+
+
 def append_arrow(
     accumulator: RecordAccumulator,
     topic: str,
@@ -236,10 +247,19 @@ def append_arrow(
     parts = choose_partitions(topic, num_partitions, tails, keys, values, partitions, custom=custom,
                               ignore_keys=ignore_keys, sticky=accumulator.built_in_partitioner(topic),
                               cluster=cluster, queue_lock=functools.partial(accumulator.queue_lock, topic))
-    order, groups = _groups(parts)
-    if order is not None:
-        tails = pc.take(tails, order)
     offsets, data, first = tail_buffers(tails)
+    grouped = None
+    if _c_group_tails is not None and parts.type == pa.int32() and not parts.null_count:
+        # one counting sort in C (its docstring); None for a partition out of range: the general path
+        grouped = _c_group_tails(offsets, data, first, n, _int32_buffer(parts), num_partitions)
+    if grouped is not None:
+        sorted_offsets, sorted_data, groups = grouped
+        if sorted_offsets is not None and sorted_data is not None:
+            offsets, data, first = memoryview(sorted_offsets).cast("q"), memoryview(sorted_data), 0
+    else:
+        order, groups = _groups(parts)
+        if order is not None:
+            offsets, data, first = tail_buffers(pc.take(tails, order))
     segments: list[BulkSegment] = []
     for partition, start, stop in groups:
         if partition_added is not None:
