@@ -9,6 +9,7 @@ ones are asked on a standalone cluster and a Spark Connect server in ``test_clus
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import subprocess
@@ -86,9 +87,14 @@ def test_probe_in_this_interpreter_sees_this_sparkafka() -> None:
     assert report.has_this_sparkafka(source_digest()) and report.error is None
 
 
+_APP_IDS = itertools.count()
+
+
 class _Context:
     def __init__(self, master: str, python: str) -> None:
-        self.applicationId = f"app-{id(self)}"
+        # unique per context: ensure_executors_can_import decides once per application id, and an id()
+        # is reused once the previous test's context is freed (the next test then got its answer)
+        self.applicationId = f"app-{next(_APP_IDS)}"
         self.master = master
         self.pythonExec = python
         self.defaultParallelism = 2
