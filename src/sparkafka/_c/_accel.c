@@ -172,6 +172,12 @@ static inline int64_t off_at(const offsets_t *o, Py_ssize_t i) {
     return o->wide ? ((const int64_t *)o->off)[i] : (int64_t)((const int32_t *)o->off)[i];
 }
 
+/* The error of offsets that decrease or point past their data (check_column, append_tails). */
+static int bad_offsets(void) {
+    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
+    return -1;
+}
+
 /* Rows [start, start + count] of the offsets must exist, increase, and stay inside data. */
 static int check_column(const offsets_t *o, Py_ssize_t off_bytes, Py_ssize_t data_len, Py_ssize_t start,
                         Py_ssize_t count) {
@@ -193,8 +199,7 @@ static int check_column(const offsets_t *o, Py_ssize_t off_bytes, Py_ssize_t dat
         goto bad;
     return 0;
 bad:
-    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
-    return -1;
+    return bad_offsets();
 }
 
 /* append_tails(buf, pooled, pos, n, ts_delta, offsets, data, start, stop, uncompressed, estimate, factor,
@@ -254,7 +259,7 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
         goto done;
     }
     if (off[start] < 0)
-        goto bad_offsets;
+        goto bad;
     /* pass 1: how many fit, and their bytes */
     Py_ssize_t ts_len = varint_len(ts_delta);
     long long cap = 2 * limit;
@@ -262,7 +267,7 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
     Py_ssize_t i = start;
     for (; i < stop; i++, k++) {
         if (off[i + 1] < off[i] || off[i + 1] > (int64_t)dv.len)
-            goto bad_offsets;
+            goto bad;
         long long body = 1 + ts_len + varint_len(k) + (off[i + 1] - off[i]);
         long long total = varint_len(body) + body;
         if (k > 0 && (estimate + total > limit || (factor != 0.0 && uncompressed + written + total > cap)))
@@ -296,8 +301,8 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
     }
     result = Py_BuildValue("(nL)", count, written);
     goto done;
-bad_offsets:
-    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
+bad:
+    bad_offsets();
 done:
     PyBuffer_Release(&ov);
     PyBuffer_Release(&dv);
@@ -355,9 +360,10 @@ static PyObject *accel_group_tails(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_NoMemory();
         goto done;
     }
-    /* pass 1: count the rows of each partition (in next[p + 1]) and check every row */
+    /* pass 1: count the rows of each partition (in next[p + 1]) and check each row's offsets in the same
+     * loop (check_column's rule; a pass of its own cost ~45 instructions per row more, callgrind) */
     if (off[first] < 0)
-        goto bad_offsets;
+        goto bad;
     for (Py_ssize_t i = 0; i < count; i++) {
         int32_t p = parts[i];
         if (p < 0 || p >= np) {
@@ -366,7 +372,7 @@ static PyObject *accel_group_tails(PyObject *self, PyObject *const *args, Py_ssi
             goto done;
         }
         if (off[first + i + 1] < off[first + i] || off[first + i + 1] > (int64_t)dv.len)
-            goto bad_offsets;
+            goto bad;
         next[p + 1]++;
     }
     groups = PyList_New(0);
@@ -412,8 +418,8 @@ static PyObject *accel_group_tails(PyObject *self, PyObject *const *args, Py_ssi
     }
     result = Py_BuildValue("(OOO)", out_off, out_data, groups);
     goto done;
-bad_offsets:
-    PyErr_SetString(PyExc_ValueError, "offsets are not increasing or point past the data buffer");
+bad:
+    bad_offsets();
 done:
     PyMem_Free(next);
     Py_XDECREF(out_off);

@@ -111,19 +111,11 @@ static PyObject *future_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     long long ts = PyLong_AsLongLong(v[2]);
     if (ts == -1 && PyErr_Occurred())
         return NULL;
-    FutureState *self = (FutureState *)type->tp_alloc(type, 0);
-    if (self == NULL)
-        return NULL;
     Py_INCREF(v[0]);
     Py_INCREF(v[1]);
     Py_INCREF(v[3]);
     Py_INCREF(v[4]);
-    self->produce_result = v[0];
-    self->relative_offset = v[1];
-    self->key_size = v[3];
-    self->value_size = v[4];
-    self->create_timestamp = ts;
-    return (PyObject *)self;
+    return sparkafka_future_new(type, v[0], v[1], v[3], v[4], ts);
 }
 
 /* StickyState(partition): produced_bytes starts at 0 */

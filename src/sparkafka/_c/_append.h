@@ -89,6 +89,27 @@ typedef struct {
 } FutureState;
 #define FUTURE_OBJECTS 4
 
+/* A new future of ``type`` (FutureState or a subclass without fields of its own) holding the four objects,
+ * whose references it takes (released if the allocation fails), and the timestamp; FutureState's
+ * constructor and the send lane make futures only through it. */
+static inline PyObject *sparkafka_future_new(PyTypeObject *type, PyObject *produce_result, PyObject *relative_offset,
+                                             PyObject *key_size, PyObject *value_size, long long create_timestamp) {
+    FutureState *f = (FutureState *)type->tp_alloc(type, 0);
+    if (f == NULL) {
+        Py_DECREF(produce_result);
+        Py_DECREF(relative_offset);
+        Py_DECREF(key_size);
+        Py_DECREF(value_size);
+        return NULL;
+    }
+    f->produce_result = produce_result;
+    f->relative_offset = relative_offset;
+    f->key_size = key_size;
+    f->value_size = value_size;
+    f->create_timestamp = create_timestamp;
+    return (PyObject *)f;
+}
+
 typedef struct {
     PyObject_HEAD
     PyObject *partition;      /* partition: int */

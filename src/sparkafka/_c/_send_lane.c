@@ -376,19 +376,7 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
     if (done == 0)
         return lane_hand_over(lane, args, nargsf, kwnames);
     lane->fast_count++;
-    PyTypeObject *ft = lane->future_type;
-    FutureState *future = (FutureState *)ft->tp_alloc(ft, 0);
-    if (future == NULL) {
-        for (int i = 0; i < 4; i++)
-            Py_DECREF(got[i]);
-        return NULL;
-    }
-    future->produce_result = got[0];
-    future->relative_offset = got[1];
-    future->key_size = got[2];
-    future->value_size = got[3];
-    future->create_timestamp = ts;
-    return (PyObject *)future;
+    return sparkafka_future_new(lane->future_type, got[0], got[1], got[2], got[3], ts);
 }
 
 /* SendLane(slow, metadata, accumulator, tm, record_limit, ignore_keys, future_type) */
