@@ -16,6 +16,9 @@ STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= spark,broker
 PYTEST_ARGS ?=
 PIP := $(PY) -m pip --disable-pip-version-check
+# The C accelerator must build (setup.py) and be current (tests/conftest.py) for every make target;
+# `make ... SPARKAFKA_REQUIRE_ACCEL=0` allows a machine without a C compiler (pure Python only).
+export SPARKAFKA_REQUIRE_ACCEL ?= 1
 
 .PHONY: install kafka test lint typecheck pytest run broker bench-kafka clean
 

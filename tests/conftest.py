@@ -16,6 +16,8 @@ How it works:
 - ``broker``: parametrized over the shared ``kafka`` and ``tansu`` brokers (``.name``,
   ``.bootstrap_servers``), for tests that must hold on both.
 - ``unique_topic``: a function returning a new legal topic name on each call.
+With ``SPARKAFKA_REQUIRE_ACCEL=1`` (the Makefile's default) the session stops before any test when the
+C accelerator is missing or older than its sources (``support/accel_check.py``).
 Tests using the broker fixtures are marked ``broker`` automatically (and ``kafka`` for Apache Kafka), so
 ``pytest -m "not broker"`` runs the pure unit tests. ``tests/`` is put on ``sys.path``, so
 helpers import as ``from support.consume import consume_all``.
@@ -38,6 +40,7 @@ if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
 
 from sparkafka.broker import EmbeddedBroker  # noqa: E402
+from support.accel_check import accel_required, accelerator_problem  # noqa: E402
 from support.endpoints import BrokerEndpoint, broker_endpoint  # noqa: E402
 from support.gateway import Certificates, make_certificates  # noqa: E402
 from support.kafka_cluster import KafkaCluster, TlsFiles  # noqa: E402
@@ -58,6 +61,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in _MARKERS.items():
         if name not in known:
             config.addinivalue_line("markers", f"{name}: {text}")
+    from sparkafka import accel
+
+    if accel_required() and not accel.accel_disabled_by_env():
+        problem = accelerator_problem(accel.ACCEL, Path(accel.__file__).resolve().parent / "_c")
+        if problem is not None:
+            pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
