@@ -344,6 +344,48 @@ def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(u
     assert len({id(md) for md in kept}) == 3 and all(type(md) is RecordMetadata for md in kept)
 
 
+@pytest.mark.parametrize("use_c", [False, True])
+@pytest.mark.parametrize("log_append_time", [-1, 777])
+def test_success_callbacks_see_their_own_timestamp_when_records_share_or_change_it(
+        use_c: bool, log_append_time: int) -> None:
+    """Records of a batch mostly share their millisecond, and the C loop then gives the next record the
+    reused metadata's timestamp object again: every callback must still read its own record's
+    timestamp through runs of equal and changing ones, across callbacks that keep their metadata (the
+    next record gets a new tuple) and with the broker's LogAppendTime (one value for all)."""
+    from sparkafka.producer import producer_batch as pb
+
+    if use_c and pb._c_run_success_callbacks is None:
+        pytest.skip("the C accelerator is not in use")
+    read: list[tuple[object, ...]] = []
+    kept: list[RecordMetadata] = []
+
+    def reader(md: RecordMetadata, err: Any) -> None:
+        read.append(tuple(md))
+
+    def keeper(md: RecordMetadata, err: Any) -> None:
+        read.append(tuple(md))
+        kept.append(md)
+
+    deltas = [0, 0, 0, 4, 4, 0, 0, 9, 9, 9, 2, 2]
+    order = [reader, reader, keeper, reader, reader, reader, keeper, keeper, reader, reader, reader, keeper]
+    entries: list[object] = []
+    for i, (callback, delta) in enumerate(zip(order, deltas)):
+        entries += [callback, i, delta, 8, 100]
+    batch = make_batch()
+    batch.try_append(TS, None, b"a", None, None, 0.0)
+    batch.result.base_offset, batch.result.log_append_time = 500, log_append_time
+    saved = pb._c_run_success_callbacks
+    pb._c_run_success_callbacks = saved if use_c else None
+    try:
+        batch._run_success_callbacks(entries)
+    finally:
+        pb._c_run_success_callbacks = saved
+    times = [TS + d if log_append_time == -1 else log_append_time for d in deltas]
+    expected = [(T, 1, 500 + i, times[i], 8, 100) for i in range(len(order))]
+    assert read == expected
+    assert [tuple(md) for md in kept] == [expected[2], expected[6], expected[7], expected[11]]
+
+
 def test_c_callback_entries_grow_past_many_records_and_mix_with_python_appends() -> None:
     """The C append writes a record's five callback slots into the list in place, making room itself;
     the list must read exactly as the Python path builds it across many growths, with Python appends

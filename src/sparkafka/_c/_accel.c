@@ -837,6 +837,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
     Py_INCREF(callbacks);
     PyObject *result = Py_None;
     PyObject *md = NULL; /* the metadata of the last callback, while nobody else holds it */
+    long long md_ts = 0; /* the value of md's timestamp (item 3) once md holds one */
     for (Py_ssize_t i = 0; i + 4 < PyList_GET_SIZE(callbacks); i += 5) {
         PyObject *callback = PyList_GET_ITEM(callbacks, i);
         long long index = PyLong_AsLongLong(PyList_GET_ITEM(callbacks, i + 1));
@@ -846,7 +847,16 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
             break;
         }
         PyObject *offset = PyLong_FromLongLong(base == -1 ? -1 : base + index);
-        PyObject *ts = PyLong_FromLongLong(log_append_time == -1 ? base_ts + delta : log_append_time);
+        long long ts_value = log_append_time == -1 ? base_ts + delta : log_append_time;
+        PyObject *ts;
+        if (md != NULL && md_ts == ts_value) {
+            /* the records of a batch mostly share their millisecond: the reused tuple's timestamp
+             * (an int, immutable) serves again, one allocation less per record */
+            ts = PyTuple_GET_ITEM(md, 3);
+            Py_INCREF(ts);
+        } else {
+            ts = PyLong_FromLongLong(ts_value);
+        }
         if (md == NULL && offset != NULL && ts != NULL) {
             md = md_type->tp_alloc(md_type, 6);
             if (md != NULL) {
@@ -877,6 +887,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
         PyTuple_SET_ITEM(md, 5, value_size);
         for (int k = 0; k < 4; k++)
             Py_XDECREF(old[k]);
+        md_ts = ts_value;
         if (!PyObject_GC_IsTracked(md)) /* the collector untracks tuples of atoms; keep the rule simple */
             PyObject_GC_Track(md);
         Py_INCREF(callback);
