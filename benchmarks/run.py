@@ -138,7 +138,7 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload("arrow", "keyed-100 from 10,000-row Arrow batches", arrow=True,
              clients=("sparkafka", PURE, "confluent", CEILING)),
     Workload("arrow-256k", "keyed-100 from 10,000-row Arrow batches, batch.size 262144 for both clients",
-             arrow=True, batch_size=262144, clients=("sparkafka", "confluent", CEILING), records_fast=4_000_000),
+             arrow=True, batch_size=262144, clients=("sparkafka", PURE, "confluent", CEILING), records_fast=4_000_000),
     Workload("keyed-100-256k", "keyed-100 with batch.size 262144 (the per-record run at arrow-256k's settings)",
              batch_size=262144, clients=("sparkafka", "confluent", JAVA)),
 )
@@ -493,7 +493,7 @@ def pure_python_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
         return None
 
     parts = []
-    for workload in ("keyed-100", "keyless-100", "arrow"):
+    for workload in ("keyed-100", "keyless-100", "arrow", "arrow-256k"):
         pure = rate(workload, PURE)
         if pure is None:
             continue

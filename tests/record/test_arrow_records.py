@@ -7,9 +7,11 @@ records that fit a write limit (fill until refused), the size estimates, and wha
 Inputs cover null / empty / unicode / long (> 64 and > 8192 bytes) keys and values, every header shape
 (none, null list, empty list, several, null and string values), string / large / view / dictionary
 column types and sliced arrays and record batches. Each test runs on both implementations of
-``append_tails``: the C accelerator (``impl == "c"``) and the Python loop (``_c_append_tails`` patched
-to None); the Python side also encodes tails with Arrow kernels instead of the C ``encode_tails_kv`` /
-``encode_tails_kvh`` (rows without / with headers), which ``test_c_tails_*`` compare with the kernels directly.
+``append_tails``: the C accelerator (``impl == "c"``), the Python loop (``_c_append_tails`` patched
+to None) and numpy (``impl == "numpy"``: the Python side with ``tails_vector.encode_tails`` taking every
+uncompressed call, however few rows fit); the Python sides also encode tails with Arrow kernels instead of the
+C ``encode_tails_kv`` / ``encode_tails_kvh`` (rows without / with headers), which ``test_c_tails_*`` compare
+with the kernels directly.
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ def _ref_headers(headers: list[Header] | None) -> list[tuple[str, bytes | None]]
 # ---------------------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(params=["c", "py"])
+@pytest.fixture(params=["c", "py", "numpy"])
 def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run the test on the C ``append_tails`` and on ``RecordBatchBuilder._append_tails_py``."""
+    """Run the test on the C ``append_tails``, on ``RecordBatchBuilder._append_tails_py``'s loop and on
+    its numpy path (``tails_vector``, used for every uncompressed call)."""
     if request.param == "c":
         if builder_module._c_append_tails is None:
             pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
@@ -56,6 +59,7 @@ def impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
         monkeypatch.setattr(builder_module, "_c_append_tails", None)
         monkeypatch.setattr(tails_module, "_c_tails", None)
         monkeypatch.setattr(tails_module, "_c_tails_headers", None)
+        monkeypatch.setattr(builder_module, "VECTOR_MIN_ROWS", 0 if request.param == "numpy" else 1 << 62)
     return str(request.param)
 
 

@@ -62,6 +62,8 @@ from sparkafka.record.layout import (
     TRANSACTIONAL_FLAG,
 )
 from sparkafka.record.reader import decode_batch, decode_records
+from sparkafka.record.tails_vector import MIN_ROWS as VECTOR_MIN_ROWS
+from sparkafka.record.tails_vector import encode_tails, numpy_module
 
 COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 MAX_UNCOMPRESSED_RATIO = 2
@@ -570,7 +572,8 @@ class RecordBatchBuilder(_BuilderState):
 
     def _append_tails_py(self, offsets: memoryview, data: memoryview, start: int, stop: int, n: int, d: int,
                          uncompressed: int, limit: int) -> tuple[int, int]:
-        """``append_tails`` in Python: ``(count, bytes written)``."""
+        """``append_tails`` in Python: ``(count, bytes written)``. Without compression and with room for at
+        least ``tails_vector.MIN_ROWS`` rows like the first, numpy does it (``tails_vector.encode_tails``)."""
         V = VARINT
         N = SMALL
         tsb = V[d] if 0 <= d < N else zigzag_varint(d)
@@ -578,6 +581,16 @@ class RecordBatchBuilder(_BuilderState):
         factor = self._ratio_factor
         cap = MAX_UNCOMPRESSED_RATIO * limit
         estimate = self.estimated_size_in_bytes
+        if not factor and (limit - estimate) // (offsets[start + 1] - offsets[start] + fixed + 3) >= VECTOR_MIN_ROWS:
+            np = numpy_module()
+            if np is not None:
+                count, records = encode_tails(np, offsets, data, start, stop, n, tsb, estimate, uncompressed, limit)
+                if not count:
+                    return 0, 0
+                pos = self._pos
+                end = pos + len(records)
+                self._target(end)[pos:end] = memoryview(records)
+                return count, len(records)
         pieces: list[bytes | memoryview] = []
         before = uncompressed
         i = start

@@ -1,0 +1,132 @@
+"""``tails_vector.encode_tails``: the numpy path of ``RecordBatchBuilder._append_tails_py`` equals its loop.
+
+How it works: each test fills two builders the same way, one through the per-row loop (numpy disabled)
+and one through numpy (used for every uncompressed call), and compares how many rows each call took, the
+builders' sizes and the closed batches byte for byte. The inputs reach what ``test_arrow_records.py``'s
+Arrow rows do not: offset deltas past 63 and 8,191 (two- and three-byte varints), record lengths past 8,191,
+non-zero timestamp deltas, batches already holding records, a first row much longer than the rest (the
+window of rows looked at grows), and limits a few rows wide. Also: which path the builder picks by
+default, and the loop alone when numpy cannot be imported. Runs with and without the C accelerator (the
+Python path is called directly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkafka.record.builder as builder_module
+import sparkafka.record.tails_vector as vector_module
+from sparkafka.producer.arrow.tails import encode_tails, tail_buffers
+from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch
+
+TS = 1_700_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def python_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(builder_module, "_c_append_tails", None)
+    yield
+
+
+def _tails(lengths: list[int]) -> tuple[memoryview, memoryview, int]:
+    """The tails of keyless records whose values have ``lengths`` (each tail 3 to 5 bytes longer)."""
+    values = [bytes([(7 * i + j) & 0xFF for j in range(n)]) for i, n in enumerate(lengths)]
+    return tail_buffers(encode_tails(None, pa.array(values, pa.binary()), None))
+
+
+def _fill(monkeypatch: pytest.MonkeyPatch, numpy: bool, lengths: list[int], calls: list[tuple[int, int]],
+          limit: int) -> tuple[list[int], RecordBatchBuilder]:
+    """Append rows of ``lengths`` with each ``(rows, timestamp delta)`` call in turn; the counts taken."""
+    monkeypatch.setattr(builder_module, "VECTOR_MIN_ROWS", 0 if numpy else 1 << 62)
+    offsets, data, first = _tails(lengths)
+    builder = RecordBatchBuilder(bytearray(limit), limit)
+    taken = []
+    at = first
+    end = first + len(lengths)
+    for rows, delta in calls:
+        count = builder.append_tails(offsets, data, at, min(end, at + rows), TS + delta)
+        taken.append(count)
+        at += count
+    return taken, builder
+
+
+def _same(monkeypatch: pytest.MonkeyPatch, lengths: list[int], calls: list[tuple[int, int]], limit: int) -> int:
+    taken_loop, loop = _fill(monkeypatch, False, lengths, calls, limit)
+    taken_numpy, vector = _fill(monkeypatch, True, lengths, calls, limit)
+    assert taken_numpy == taken_loop
+    assert (vector.record_count, vector.uncompressed_bytes, vector.estimated_size_in_bytes) == (
+        loop.record_count, loop.uncompressed_bytes, loop.estimated_size_in_bytes)
+    batch = bytes(vector.close())
+    assert batch == bytes(loop.close())
+    assert len(decode_batch(batch).records) == loop.record_count
+    return loop.record_count
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.one_of(st.integers(0, 200), st.integers(8180, 8200)), min_size=1, max_size=120),
+       calls=st.lists(st.tuples(st.integers(1, 120), st.sampled_from([0, 0, 1, -70, 9000])), min_size=1,
+                      max_size=4),
+       limit=st.integers(100, 300_000))
+def test_numpy_takes_the_same_rows_and_writes_the_same_bytes(monkeypatch: pytest.MonkeyPatch, lengths: list[int],
+                                                             calls: list[tuple[int, int]], limit: int) -> None:
+    _same(monkeypatch, lengths, calls, limit)
+
+
+def test_offset_deltas_past_8191_and_lengths_past_8191(monkeypatch: pytest.MonkeyPatch) -> None:
+    """8,300 small rows (offset deltas of three bytes from 8,192 on), then rows whose records need a
+    three-byte length, appended in calls that start before and end after each boundary."""
+    lengths = [3] * 8300 + [9000, 3, 20000, 5]
+    calls = [(60, 0), (10, 0), (8100, 0), (50, 0), (100, 0), (4, 0)]
+    assert _same(monkeypatch, lengths, calls, 1 << 20) == len(lengths)
+
+
+def test_a_record_past_one_mebibyte(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A four-byte length varint: the first record of an empty batch fits whatever its size."""
+    assert _same(monkeypatch, [1_100_000, 3], [(2, 0)], 1 << 20) == 1
+
+
+def test_first_row_much_longer_than_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows looked at are sized by the first one; every one of them fits, so the window grows."""
+    assert _same(monkeypatch, [5000] + [3] * 5000, [(6000, 0)], 65536) == 5001
+
+
+def test_builder_uses_numpy_only_with_room_for_many_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    if vector_module.numpy_module() is None:
+        pytest.skip("numpy is not installed")
+    used: list[int] = []
+    real = vector_module.encode_tails
+
+    def spy(*args: object) -> object:
+        result = real(*args)  # type: ignore[arg-type]
+        used.append(result[0])
+        return result
+
+    monkeypatch.setattr(builder_module, "encode_tails", spy)
+    offsets, data, first = _tails([108] * 5000)
+    small = RecordBatchBuilder(bytearray(16384), 16384)
+    assert 100 < small.append_tails(offsets, data, first, first + 5000, TS) < 200
+    assert used == []  # ~140 rows: the loop
+    large = RecordBatchBuilder(bytearray(262144), 262144)
+    count = large.append_tails(offsets, data, first, first + 5000, TS)
+    assert count > 2000 and used == [count]  # ~2,200 rows: numpy
+    compressed = RecordBatchBuilder(bytearray(262144), 262144, compression=CompressionType.LZ4)
+    compressed.append_tails(offsets, data, first, first + 5000, TS)
+    assert used == [count]  # compression: always the loop
+
+
+def test_without_numpy_the_loop_does_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    lengths = [108] * 3000
+    offsets, data, first = _tails(lengths)
+    with_numpy = RecordBatchBuilder(bytearray(262144), 262144)
+    taken = with_numpy.append_tails(offsets, data, first, first + 3000, TS)
+    monkeypatch.setattr(vector_module, "_numpy", None)
+    monkeypatch.setattr(vector_module, "_looked", True)
+    assert vector_module.numpy_module() is None
+    without = RecordBatchBuilder(bytearray(262144), 262144)
+    assert without.append_tails(offsets, data, first, first + 3000, TS) == taken
+    assert bytes(without.close()) == bytes(with_numpy.close())
