@@ -20,7 +20,7 @@ def _module(path: Path) -> types.ModuleType:
 def _sources(tmp_path: Path, at: float) -> Path:
     sources = tmp_path / "_c"
     sources.mkdir()
-    for name in ("_accel.c", "_append.h", "README"):
+    for name in ("_accel.c", "_append.h", "README", ".#_accel.c"):
         (sources / name).write_text("x")
         os.utime(sources / name, (at, at))
     return sources
@@ -46,8 +46,25 @@ def test_source_changed_after_the_build_is_named(tmp_path: Path) -> None:
     os.utime(built, (1_000_100, 1_000_100))
     os.utime(sources / "_append.h", (1_000_200, 1_000_200))
     os.utime(sources / "README", (1_000_300, 1_000_300))  # not a C file: ignored
+    os.utime(sources / ".#_accel.c", (1_000_300, 1_000_300))  # an editor's file: ignored
     problem = accelerator_problem(_module(built), sources)
     assert problem is not None and "_append.h" in problem and "_accel.c" not in problem and "README" not in problem
+
+
+def test_an_installed_copy_without_sources_is_checked_for_presence_only(tmp_path: Path) -> None:
+    built = tmp_path / "_accel.so"
+    built.write_bytes(b"")
+    assert accelerator_problem(_module(built), tmp_path / "no-such-dir") is None
+    assert accelerator_problem(None, tmp_path / "no-such-dir") is not None
+
+
+def test_an_unreadable_source_is_reported_not_raised(tmp_path: Path) -> None:
+    sources = _sources(tmp_path, 1_000_000)
+    (sources / "gone.c").symlink_to(tmp_path / "nowhere.c")  # a dangling link: stat() fails
+    built = tmp_path / "_accel.so"
+    built.write_bytes(b"")
+    problem = accelerator_problem(_module(built), sources)
+    assert problem is not None and "cannot compare" in problem
 
 
 @pytest.mark.parametrize(("value", "required"), [("", False), ("0", False), ("1", True), ("yes", True)])

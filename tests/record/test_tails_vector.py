@@ -56,6 +56,8 @@ def _fill(monkeypatch: pytest.MonkeyPatch, numpy: bool, lengths: list[int], call
 
 
 def _same(monkeypatch: pytest.MonkeyPatch, lengths: list[int], calls: list[tuple[int, int]], limit: int) -> int:
+    if vector_module.numpy_module() is None:
+        pytest.skip("numpy is not installed (it is in the dev group)")
     taken_loop, loop = _fill(monkeypatch, False, lengths, calls, limit)
     taken_numpy, vector = _fill(monkeypatch, True, lengths, calls, limit)
     assert taken_numpy == taken_loop
@@ -95,7 +97,7 @@ def test_first_row_much_longer_than_the_rest(monkeypatch: pytest.MonkeyPatch) ->
     assert _same(monkeypatch, [5000] + [3] * 5000, [(6000, 0)], 65536) == 5001
 
 
-def test_builder_uses_numpy_only_with_room_for_many_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_builder_uses_numpy_only_for_many_rows_with_room_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
     if vector_module.numpy_module() is None:
         pytest.skip("numpy is not installed")
     used: list[int] = []
@@ -111,6 +113,9 @@ def test_builder_uses_numpy_only_with_room_for_many_rows(monkeypatch: pytest.Mon
     small = RecordBatchBuilder(bytearray(16384), 16384)
     assert 100 < small.append_tails(offsets, data, first, first + 5000, TS) < 200
     assert used == []  # ~140 rows: the loop
+    few = RecordBatchBuilder(bytearray(262144), 262144)
+    assert few.append_tails(offsets, data, first, first + 300, TS) == 300
+    assert used == []  # room for ~2,200 rows, but a call of 300 (a partition's share of an Arrow batch): the loop
     large = RecordBatchBuilder(bytearray(262144), 262144)
     count = large.append_tails(offsets, data, first, first + 5000, TS)
     assert count > 2000 and used == [count]  # ~2,200 rows: numpy

@@ -5,7 +5,8 @@ longer compiles used to leave the previous build (or none) in place without a wo
 of the C paths then ran the old code or skipped. With ``SPARKAFKA_REQUIRE_ACCEL=1`` (the Makefile
 exports it) ``tests/conftest.py`` asks ``accelerator_problem`` before any test runs and stops the
 session with its answer: the extension must import, and its file must be newer than every file in
-``src/sparkafka/_c/``. ``SPARKAFKA_NO_ACCEL=1`` (the pure-Python pass) asks nothing.
+``src/sparkafka/_c/`` (editor files starting with ``.`` aside; an installed copy without that directory is
+only checked for the extension). ``SPARKAFKA_NO_ACCEL=1`` (the pure-Python pass) asks nothing.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ def accelerator_problem(accel: ModuleType | None, sources: Path) -> str | None:
     built = getattr(accel, "__file__", None)
     if built is None:
         return f"the C accelerator {accel.__name__} has no file to compare with its sources"
-    built_at = os.stat(built).st_mtime
-    newer = sorted(p.name for p in sources.iterdir() if p.suffix in (".c", ".h") and p.stat().st_mtime > built_at)
+    if not sources.is_dir():  # an installed copy without its sources: only its presence can be checked
+        return None
+    try:
+        built_at = os.stat(built).st_mtime
+        newer = sorted(p.name for p in sources.iterdir()
+                       if p.suffix in (".c", ".h") and not p.name.startswith(".") and p.stat().st_mtime > built_at)
+    except OSError as exc:
+        return f"cannot compare the C accelerator {built} with its sources in {sources}: {exc}"
     if newer:
         return (f"the C accelerator {built} is older than {', '.join(newer)} in {sources}: "
                 "rebuild it with `make install` (it stops on a compile error)")

@@ -572,8 +572,9 @@ class RecordBatchBuilder(_BuilderState):
 
     def _append_tails_py(self, offsets: memoryview, data: memoryview, start: int, stop: int, n: int, d: int,
                          uncompressed: int, limit: int) -> tuple[int, int]:
-        """``append_tails`` in Python: ``(count, bytes written)``. Without compression and with room for at
-        least ``tails_vector.MIN_ROWS`` rows like the first, numpy does it (``tails_vector.encode_tails``)."""
+        """``append_tails`` in Python: ``(count, bytes written)``. Without compression, given at least
+        ``tails_vector.MIN_ROWS`` rows and room for as many like the first, numpy does it
+        (``tails_vector.encode_tails``)."""
         V = VARINT
         N = SMALL
         tsb = V[d] if 0 <= d < N else zigzag_varint(d)
@@ -581,7 +582,8 @@ class RecordBatchBuilder(_BuilderState):
         factor = self._ratio_factor
         cap = MAX_UNCOMPRESSED_RATIO * limit
         estimate = self.estimated_size_in_bytes
-        if not factor and (limit - estimate) // (offsets[start + 1] - offsets[start] + fixed + 3) >= VECTOR_MIN_ROWS:
+        if not factor and stop - start >= VECTOR_MIN_ROWS and (
+                (limit - estimate) // (offsets[start + 1] - offsets[start] + fixed + 3) >= VECTOR_MIN_ROWS):
             np = numpy_module()
             if np is not None:
                 count, records = encode_tails(np, offsets, data, start, stop, n, tsb, estimate, uncompressed, limit)

@@ -8,7 +8,8 @@ does it with a fixed number of numpy operations instead: the rows' sizes and the
 many fit (the same rule: the first record of an empty batch always fits, every later one must keep the
 batch's size within its limit), then the header bytes of all of them are laid out as a padded table,
 scattered to their places, and the tails fill the gaps in order. A call costs ~45 us plus a few ns a row,
-so the builder uses it only when at least ``MIN_ROWS`` rows may fit; with fewer the per-row loop is faster.
+so the builder uses it only when a call brings at least ``MIN_ROWS`` rows and the batch has room for as
+many; with fewer the per-row loop is faster.
 The result is byte-identical to the loop and to the C accelerator (``tests/record/test_tails_vector.py``).
 numpy is optional: ``numpy_module()`` is None without it, and the loop does everything. Pure functions of
 their inputs: no sockets, threads or clocks.
@@ -24,7 +25,8 @@ from sparkafka.record.layout import RECORD_BATCH_OVERHEAD
 __all__ = ["MIN_ROWS", "encode_tails", "numpy_module"]
 
 MIN_ROWS = 384
-"""Use ``encode_tails`` when the batch has room for at least this many rows like the first (measured:
+"""Use ``encode_tails`` for calls of at least this many rows into a batch with room for as many like the
+first (measured:
 118-byte records, the loop is faster up to ~300 rows (a 32 KB batch), numpy 1.4x faster at ~550 (64 KB) and
 2.8x at ~2,200 (256 KB))."""
 
@@ -33,13 +35,15 @@ _looked = False
 
 
 def numpy_module() -> ModuleType | None:
-    """numpy if it can be imported, else None (looked up once, on first use: importing it costs ~0.1 s)."""
+    """numpy if it can be imported, else None (looked up once: importing it costs ~0.1 s, so the bulk path
+    asks before it takes any lock, ``producer/arrow/bulk.py``). A numpy that fails to import for any reason
+    counts as missing: the loop does the work."""
     global _numpy, _looked
     if not _looked:
         _looked = True
         try:
             import numpy
-        except ImportError:
+        except Exception:
             return None
         _numpy = numpy
     return _numpy

@@ -44,6 +44,7 @@ from sparkafka.producer.arrow.key_hash import arrow_key_partitions
 from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, encode_tails, tail_buffers
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+from sparkafka.record.tails_vector import numpy_module
 
 __all__ = ["BulkAppend", "append_arrow", "check_record_sizes", "choose_partitions", "key_partitions"]
 
@@ -52,6 +53,10 @@ QueueLock = Callable[[int], threading.Lock]
 _c_partitions: Callable[..., bytearray] | None = getattr(ACCEL, "partitions_for_offsets", None)
 _c_group_tails: Callable[..., tuple[bytes | None, bytearray | None, list[tuple[int, int, int]]] | None] | None = \
     getattr(ACCEL, "group_tails", None)
+if getattr(ACCEL, "append_tails", None) is None:
+    # the builder's pure-Python append_tails may hand large batches to numpy (record/tails_vector.py):
+    # import it now, not under a partition queue's lock the first time a batch is large enough
+    numpy_module()
 _RECORD_PREFIX = 4
 """Typical bytes of a record before its tail (length, attributes, timestamp and offset deltas), for
 the sticky partitioner's byte count."""
