@@ -301,12 +301,12 @@ def test_success_callbacks_get_metadata_and_a_raising_one_is_logged(
     assert "topic-partition t-1" in caplog.records[0].getMessage()
 
 
-@pytest.mark.parametrize("use_c", [False, True])
-def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(use_c: bool) -> None:
-    """The C loop fills one metadata tuple again while no callback keeps it (as zip() reuses its
-    result): a callback that keeps its metadata must find it unchanged after later callbacks, one that
-    only reads it must read its own record's values, and a collection in between (which may untrack
-    a tuple of atoms) changes neither."""
+def _recording_loop(use_c: bool, kinds: str, fields: list[tuple[int, int, int]],
+                    log_append_time: int = -1) -> tuple[list[tuple[object, ...]], list[RecordMetadata]]:
+    """Run a batch's success callbacks (base offset 500) through the C loop or the Python one: record
+    ``i`` gets callback ``kinds[i]`` (``r`` reads its metadata, ``k`` also keeps it, ``c`` runs a
+    collection first and reads it) and the entries ``i, *fields[i]`` (timestamp delta, key and value
+    size). Returns every metadata read, as tuples, and the metadata kept."""
     from sparkafka.producer import producer_batch as pb
 
     if use_c and pb._c_run_success_callbacks is None:
@@ -325,20 +325,31 @@ def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(u
         gc.collect()
         read.append(tuple(md))
 
-    order = [reader, reader, keeper, reader, collector, reader, keeper, keeper, reader]
+    callbacks = {"r": reader, "k": keeper, "c": collector}
     entries: list[object] = []
-    for i, callback in enumerate(order):
-        entries += [callback, i, i * 3, i if i % 2 else -1, 100 + i]
+    for i, (kind, slots) in enumerate(zip(kinds, fields)):
+        entries += [callbacks[kind], i, *slots]
     batch = make_batch()
     batch.try_append(TS, None, b"a", None, None, 0.0)
-    batch.result.base_offset, batch.result.log_append_time = 500, -1
+    batch.result.base_offset, batch.result.log_append_time = 500, log_append_time
     saved = pb._c_run_success_callbacks
     pb._c_run_success_callbacks = saved if use_c else None
     try:
         batch._run_success_callbacks(entries)
     finally:
         pb._c_run_success_callbacks = saved
-    expected = [(T, 1, 500 + i, TS + i * 3, i if i % 2 else -1, 100 + i) for i in range(len(order))]
+    return read, kept
+
+
+@pytest.mark.parametrize("use_c", [False, True])
+def test_success_callbacks_that_keep_or_drop_their_metadata_each_see_their_own(use_c: bool) -> None:
+    """The C loop fills one metadata tuple again while no callback keeps it (as zip() reuses its
+    result): a callback that keeps its metadata must find it unchanged after later callbacks, one that
+    only reads it must read its own record's values, and a collection in between (which may untrack
+    a tuple of atoms) changes neither."""
+    kinds = "rrkrcrkkr"
+    read, kept = _recording_loop(use_c, kinds, [(i * 3, i if i % 2 else -1, 100 + i) for i in range(len(kinds))])
+    expected = [(T, 1, 500 + i, TS + i * 3, i if i % 2 else -1, 100 + i) for i in range(len(kinds))]
     assert read == expected
     assert [tuple(md) for md in kept] == [expected[2], expected[6], expected[7]]
     assert len({id(md) for md in kept}) == 3 and all(type(md) is RecordMetadata for md in kept)
@@ -352,36 +363,10 @@ def test_success_callbacks_see_their_own_timestamp_when_records_share_or_change_
     reused metadata's timestamp object again: every callback must still read its own record's
     timestamp through runs of equal and changing ones, across callbacks that keep their metadata (the
     next record gets a new tuple) and with the broker's LogAppendTime (one value for all)."""
-    from sparkafka.producer import producer_batch as pb
-
-    if use_c and pb._c_run_success_callbacks is None:
-        pytest.skip("the C accelerator is not in use")
-    read: list[tuple[object, ...]] = []
-    kept: list[RecordMetadata] = []
-
-    def reader(md: RecordMetadata, err: Any) -> None:
-        read.append(tuple(md))
-
-    def keeper(md: RecordMetadata, err: Any) -> None:
-        read.append(tuple(md))
-        kept.append(md)
-
     deltas = [0, 0, 0, 4, 4, 0, 0, 9, 9, 9, 2, 2]
-    order = [reader, reader, keeper, reader, reader, reader, keeper, keeper, reader, reader, reader, keeper]
-    entries: list[object] = []
-    for i, (callback, delta) in enumerate(zip(order, deltas)):
-        entries += [callback, i, delta, 8, 100]
-    batch = make_batch()
-    batch.try_append(TS, None, b"a", None, None, 0.0)
-    batch.result.base_offset, batch.result.log_append_time = 500, log_append_time
-    saved = pb._c_run_success_callbacks
-    pb._c_run_success_callbacks = saved if use_c else None
-    try:
-        batch._run_success_callbacks(entries)
-    finally:
-        pb._c_run_success_callbacks = saved
+    read, kept = _recording_loop(use_c, "rrkrrrkkrrrk", [(d, 8, 100) for d in deltas], log_append_time)
     times = [TS + d if log_append_time == -1 else log_append_time for d in deltas]
-    expected = [(T, 1, 500 + i, times[i], 8, 100) for i in range(len(order))]
+    expected = [(T, 1, 500 + i, times[i], 8, 100) for i in range(len(deltas))]
     assert read == expected
     assert [tuple(md) for md in kept] == [expected[2], expected[6], expected[7], expected[11]]
 
