@@ -13,6 +13,9 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient as ConfluentAdmin
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._resource import ResourceType
 
 from sparkafka import KafkaProducer
 from sparkafka.net.admin import AdminClient
@@ -77,6 +80,17 @@ def test_a_corrupted_batch_is_refused_and_an_intact_one_appended(kafka: KafkaClu
         assert accepted["error_code"] == 0 and accepted["base_offset"] == 0, accepted
     records = consume_all(kafka.bootstrap, topic, expected_count=1, timeout=20)
     assert [(r.key, r.value) for r in records] == [(b"key", b"value")]
+
+
+def test_the_test_node_deletes_no_record_by_age(kafka: KafkaCluster, unique_topic: Any) -> None:
+    # The golden batch above is stamped 2023: under Kafka's 7-day default the retention task deleted it
+    # between the Produce and the readback whenever it ran in between (the node starts it 30 s after boot).
+    topic = unique_topic("retention")
+    create_topic(kafka.bootstrap, topic, 1)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    admin = ConfluentAdmin({"bootstrap.servers": kafka.bootstrap})  # kept alive until the answer
+    configs = admin.describe_configs([resource])[resource].result(timeout=15)
+    assert configs["retention.ms"].value == "-1"
 
 
 @pytest.mark.parametrize(("transactional", "node_fixture", "produce", "end_txn"), [

@@ -262,6 +262,11 @@ class KafkaCluster:
             "transaction.state.log.min.isr": str(min(2, n)),
             "transaction.state.log.num.partitions": "5",
             "group.initial.rebalance.delay.ms": "0",
+            # Tests write records with fixed historic timestamps (the golden batch's is from 2023). Under the
+            # 7-day default, the retention task (every 5 minutes, from 30 s after start) deletes such a
+            # segment, active or not, between the Produce and the readback: the consumer then meets
+            # OFFSET_OUT_OF_RANGE at 0 and an empty log. Nothing here is deleted by age.
+            "log.retention.ms": "-1",
             "share.coordinator.state.topic.replication.factor": str(n),
             "share.coordinator.state.topic.min.isr": str(min(2, n)),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
