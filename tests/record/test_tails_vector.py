@@ -87,6 +87,15 @@ def test_offset_deltas_past_8191_and_lengths_past_8191(monkeypatch: pytest.Monke
     assert _same(monkeypatch, lengths, calls, 1 << 20) == len(lengths)
 
 
+def test_timestamp_deltas_of_one_to_three_bytes_in_eight_byte_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small rows whose headers fit one int64 (the lookup-table path), with a timestamp delta of each width
+    after the first call: the attributes and timestampDelta bytes sit between two varints of one or two
+    bytes (rows of 40 and 100 bytes: lengths of one and two bytes; offset deltas past 63)."""
+    lengths = [40, 100] * 150
+    calls = [(30, 0), (50, 1), (60, -70), (80, 9000), (80, -9000)]
+    assert _same(monkeypatch, lengths, calls, 1 << 16) == 300
+
+
 def test_a_record_past_one_mebibyte(monkeypatch: pytest.MonkeyPatch) -> None:
     """A four-byte length varint: the first record of an empty batch fits whatever its size."""
     assert _same(monkeypatch, [1_100_000, 3], [(2, 0)], 1 << 20) == 1
@@ -110,12 +119,16 @@ def test_builder_uses_numpy_only_for_many_rows_with_room_for_them(monkeypatch: p
 
     monkeypatch.setattr(builder_module, "encode_tails", spy)
     offsets, data, first = _tails([108] * 5000)
-    small = RecordBatchBuilder(bytearray(16384), 16384)
-    assert 100 < small.append_tails(offsets, data, first, first + 5000, TS) < 200
-    assert used == []  # ~140 rows: the loop
+    small = RecordBatchBuilder(bytearray(12288), 12288)
+    assert 80 < small.append_tails(offsets, data, first, first + 5000, TS) < 110
+    assert used == []  # room for ~100 rows: the loop
     few = RecordBatchBuilder(bytearray(262144), 262144)
-    assert few.append_tails(offsets, data, first, first + 300, TS) == 300
-    assert used == []  # room for ~2,200 rows, but a call of 300 (a partition's share of an Arrow batch): the loop
+    assert few.append_tails(offsets, data, first, first + 100, TS) == 100
+    assert used == []  # room for ~2,200 rows, but a call of 100 (a partition's share of an Arrow batch): the loop
+    default = RecordBatchBuilder(bytearray(16384), 16384)
+    count = default.append_tails(offsets, data, first, first + 5000, TS)
+    assert 130 < count < 150 and used == [count]  # ~140 rows, batch.size's default: numpy
+    used.clear()
     large = RecordBatchBuilder(bytearray(262144), 262144)
     count = large.append_tails(offsets, data, first, first + 5000, TS)
     assert count > 2000 and used == [count]  # ~2,200 rows: numpy
