@@ -119,15 +119,15 @@ def test_builder_uses_numpy_only_for_many_rows_with_room_for_them(monkeypatch: p
 
     monkeypatch.setattr(builder_module, "encode_tails", spy)
     offsets, data, first = _tails([108] * 5000)
-    small = RecordBatchBuilder(bytearray(12288), 12288)
-    assert 80 < small.append_tails(offsets, data, first, first + 5000, TS) < 110
-    assert used == []  # room for ~100 rows: the loop
+    small = RecordBatchBuilder(bytearray(16384), 16384)
+    assert 130 < small.append_tails(offsets, data, first, first + 5000, TS) < 150
+    assert used == []  # room for ~140 rows (batch.size's default): the loop
     few = RecordBatchBuilder(bytearray(262144), 262144)
-    assert few.append_tails(offsets, data, first, first + 100, TS) == 100
-    assert used == []  # room for ~2,200 rows, but a call of 100 (a partition's share of an Arrow batch): the loop
-    default = RecordBatchBuilder(bytearray(16384), 16384)
-    count = default.append_tails(offsets, data, first, first + 5000, TS)
-    assert 130 < count < 150 and used == [count]  # ~140 rows, batch.size's default: numpy
+    assert few.append_tails(offsets, data, first, first + 200, TS) == 200
+    assert used == []  # room for ~2,200 rows, but a call of 200 (a partition's share of an Arrow batch): the loop
+    medium = RecordBatchBuilder(bytearray(40960), 40960)
+    count = medium.append_tails(offsets, data, first, first + 5000, TS)
+    assert 330 < count < 360 and used == [count]  # ~350 rows: numpy
     used.clear()
     large = RecordBatchBuilder(bytearray(262144), 262144)
     count = large.append_tails(offsets, data, first, first + 5000, TS)
