@@ -23,6 +23,7 @@ import sparkafka.record.builder as builder_module
 import sparkafka.record.tails_vector as vector_module
 from sparkafka.producer.arrow.tails import encode_tails, tail_buffers
 from sparkafka.record import CompressionType, RecordBatchBuilder, decode_batch
+from sparkafka.record.layout import RECORD_BATCH_OVERHEAD
 
 TS = 1_700_000_000_000
 
@@ -148,3 +149,95 @@ def test_without_numpy_the_loop_does_everything(monkeypatch: pytest.MonkeyPatch)
     without = RecordBatchBuilder(bytearray(262144), 262144)
     assert without.append_tails(offsets, data, first, first + 3000, TS) == taken
     assert bytes(without.close()) == bytes(with_numpy.close())
+
+
+# ----------------------------------------------------------------------------------- encode_run
+
+
+def _batches_one_by_one(monkeypatch: pytest.MonkeyPatch, lengths: list[int], limit: int) -> list[tuple[int, bytes]]:
+    """The rows into new batches of write limit ``limit`` one after the other, by the per-row loop."""
+    monkeypatch.setattr(builder_module, "VECTOR_MIN_ROWS", 1 << 62)
+    offsets, data, first = _tails(lengths)
+    at, end = first, first + len(lengths)
+    out = []
+    while at < end:
+        builder = RecordBatchBuilder(bytearray(limit), limit)
+        count = builder.append_tails(offsets, data, at, end, TS)
+        out.append((count, bytes(builder.close())))
+        at += count
+    return out
+
+
+def _batches_of_the_run(lengths: list[int], limit: int) -> list[tuple[int, bytes]] | None:
+    np = vector_module.numpy_module()
+    if np is None:
+        pytest.skip("numpy is not installed (it is in the dev group)")
+    offsets, data, first = _tails(lengths)
+    plan = vector_module.encode_run(np, offsets, data, first, first + len(lengths), limit)
+    if plan is None:
+        return None
+    out = []
+    for count, records in plan:
+        builder = RecordBatchBuilder(bytearray(limit), limit)
+        assert builder.append_encoded(records, count, TS, limit)
+        out.append((count, bytes(builder.close())))
+    return out
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lengths=st.lists(st.one_of(st.integers(0, 300), st.integers(1000, 3000)), min_size=1, max_size=700),
+       limit=st.one_of(st.integers(150, 4000), st.integers(4000, 70_000)))
+def test_a_run_laid_out_at_once_equals_its_batches_one_by_one(monkeypatch: pytest.MonkeyPatch, lengths: list[int],
+                                                              limit: int) -> None:
+    expected = _batches_one_by_one(monkeypatch, lengths, limit)
+    got = _batches_of_the_run(lengths, limit)
+    if got is None:  # a row (tail 3 to 5 bytes longer than its value) that needs a larger buffer: no plan
+        assert max(lengths) + 5 + 82 > limit
+    else:
+        assert got == expected
+
+
+def test_a_run_of_batches_ending_before_and_after_their_64th_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batch ends in the one-byte offset deltas (large rows) and past them (small rows), in one run."""
+    lengths = [400] * 100 + [20] * 400 + [400] * 100
+    assert _batches_of_the_run(lengths, 8000) == _batches_one_by_one(monkeypatch, lengths, 8000)
+
+
+def test_every_limit_around_a_batch_end_past_the_64th_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each byte of write limit over ~two rows: the run's batch ends equal the loop's at every one (a size
+    off by one byte for a row would move an end)."""
+    lengths = [100] * 150
+    for limit in range(7350, 7600):
+        assert _batches_of_the_run(lengths, limit) == _batches_one_by_one(monkeypatch, lengths, limit), limit
+
+
+def test_no_plan_when_a_batch_would_take_more_than_8192_rows_or_a_record_length_needs_three_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # empty values: 7-byte records up to offset delta 63, 8 bytes up to 8,191, 9 from 8,192 on
+    exact = RECORD_BATCH_OVERHEAD + 64 * 7 + 8128 * 8
+    assert _batches_one_by_one(monkeypatch, [0] * 8200, exact)[0][0] == 8192
+    assert _batches_of_the_run([0] * 8200, exact) == _batches_one_by_one(monkeypatch, [0] * 8200, exact)
+    assert _batches_one_by_one(monkeypatch, [0] * 8200, exact + 9)[0][0] == 8193
+    assert _batches_of_the_run([0] * 8200, exact + 9) is None  # an offset delta of three varint bytes
+    assert _batches_of_the_run([10] * 20 + [8190], 20_000) is None  # a record length of three varint bytes
+    assert _batches_of_the_run([10] * 20 + [8100], 20_000) is not None
+
+
+def test_append_encoded_takes_only_what_it_was_laid_out_for() -> None:
+    np = vector_module.numpy_module()
+    if np is None:
+        pytest.skip("numpy is not installed (it is in the dev group)")
+    offsets, data, first = _tails([10, 10])
+    plan = vector_module.encode_run(np, offsets, data, first, first + 2, 1000)
+    assert plan is not None
+    (count, laid_out), = plan
+    assert not RecordBatchBuilder(bytearray(2000), 2000).append_encoded(laid_out, count, TS, 1000)  # another limit
+    compressed = RecordBatchBuilder(bytearray(1000), 1000, compression=CompressionType.GZIP)
+    assert not compressed.append_encoded(laid_out, count, TS, 1000)
+    used = RecordBatchBuilder(bytearray(1000), 1000)
+    used.append_tails(offsets, data, first, first + 1, TS)
+    assert not used.append_encoded(laid_out, count, TS, 1000)  # not empty
+    fresh = RecordBatchBuilder(bytearray(1000), 1000)
+    assert fresh.append_encoded(laid_out, count, TS, 1000)
+    assert [r.value for r in decode_batch(bytes(fresh.close())).records] == [bytes(range(10)), bytes(
+        (7 + j) & 0xFF for j in range(10))]

@@ -33,7 +33,9 @@ How it works:
   instead of empty ``batch.size`` buffers (``benchmarks/scale.py``, keyed records over 6,000 partitions in
   32 MiB: 1.2 records per batch before, 4 to 7 after, with no wait for memory left).
   The bulk path (``append_tails``) grows a short last batch to its write limit before appending, and
-  starts its own batches with ``batch.size`` buffers.
+  starts its own batches with ``batch.size`` buffers. Without the accelerator (and with numpy) the rows of
+  a call that go into new batches are laid out once, before any of them is opened
+  (``tails_vector.encode_run``), and each new batch takes its planned bytes.
 * **ready / drain** (Sender thread): ``ready`` looks at the head batch of each queue and returns the
   leaders that have something sendable (full, lingered long enough, memory exhausted, closing,
   flushing, transaction completing; not while backing off, not muted) and, per topic, publishes
@@ -73,9 +75,10 @@ from sparkafka.producer.cow_map import CopyOnWriteMap
 from sparkafka.producer.future import FutureRecordMetadata, ProduceRequestResult, RecordCallback
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.record.builder import RecordBatchBuilder, estimate_batch_size_upper_bound
+from sparkafka.record.builder import RecordBatchBuilder, append_tails_in_c, estimate_batch_size_upper_bound
 from sparkafka.record.compression import NO_COMPRESSION, CompressionType
 from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+from sparkafka.record.tails_vector import RUN_MIN_ROWS, encode_run, numpy_module
 
 __all__ = [
     "BulkSegment",
@@ -1052,10 +1055,17 @@ class RecordAccumulator:
         segments: list[BulkSegment] = []
         buffer: bytearray | None = None
         i = start
+        # Pure Python with numpy: the rows for new batches laid out at once (tails_vector.encode_run), used
+        # while each new batch takes its planned rows; any other turn (another thread's batch) ends the plan.
+        plan: list[tuple[int, memoryview]] | None = None
+        planned = 0  # the next batch of the plan
+        plan_row = -1  # where it starts
+        may_plan = stop - start >= RUN_MIN_ROWS and self._compression == NO_COMPRESSION and not append_tails_in_c()
         try:
             while True:
                 now = self._clock.monotonic_ms()
                 ready = False
+                created = False
                 if not lock.acquire(False):
                     _acquire_contended(lock)
                 try:
@@ -1070,12 +1080,21 @@ class RecordAccumulator:
                         self.batches_created += 1
                         buffer = None
                         ready = True  # a new batch: the Sender may be asleep with nothing to time
+                        created = True
                     if dq:
                         last = dq[-1]
                         if last.builder.is_short():  # grow it to its write limit (else it takes no rows)
                             self._grow(last, last.builder._write_limit)
                         first = last.record_count
-                        count = last.append_tails(offsets, data, i, stop, timestamp, now)
+                        if (plan is not None and created and i == plan_row and planned < len(plan)
+                                and last.append_encoded(plan[planned][1], plan[planned][0], timestamp,
+                                                        self._batch_size, now)):
+                            count = plan[planned][0]
+                            planned += 1
+                            plan_row += count
+                        else:
+                            plan = None
+                            count = last.append_tails(offsets, data, i, stop, timestamp, now)
                         if count:
                             segments.append((last.result, first, count))
                             i += count
@@ -1091,6 +1110,12 @@ class RecordAccumulator:
                 if i >= stop:
                     break
                 if buffer is None:
+                    if may_plan and stop - i >= RUN_MIN_ROWS:
+                        may_plan = False  # one plan per call, made outside the queue lock
+                        np = numpy_module()
+                        if np is not None:
+                            plan = encode_run(np, offsets, data, i, stop, self._batch_size)
+                            planned, plan_row = 0, i
                     size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + offsets[i + 1] - offsets[i]
                     wait_ms = max(0.0, deadline_ms - self._clock.monotonic_ms())
                     buffer = self.pool.allocate(max(size, self._batch_size), wait_ms)  # may block

@@ -587,5 +587,14 @@ class ProducerBatch(_BatchState):
             self.last_append_ms = now
         return count
 
+    def append_encoded(self, records: memoryview, count: int, timestamp: int, limit: int, now: float) -> bool:
+        """The bulk path: ``count`` records encoded ahead for this empty batch with write limit ``limit``
+        (``RecordBatchBuilder.append_encoded``); False when the batch cannot take them as they are."""
+        if not self.builder.append_encoded(records, count, timestamp, limit):
+            return False
+        self.record_count = count
+        self.last_append_ms = now
+        return True
+
     def __repr__(self) -> str:
         return f"ProducerBatch({self.tp[0]}-{self.tp[1]}, records={self.record_count})"

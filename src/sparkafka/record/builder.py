@@ -183,6 +183,12 @@ _encode_record: Callable[[bytearray, int, int, int, int, bytes | None, bytes | N
     _encode_record_py if ACCEL is None else ACCEL.write_record)
 """Writes one record without headers (the C version when the accelerator is built)."""
 _c_append_tails: Callable[..., tuple[int, int]] | None = getattr(ACCEL, "append_tails", None)
+
+
+def append_tails_in_c() -> bool:
+    """Whether ``RecordBatchBuilder.append_tails`` runs in the C accelerator (else in Python, with numpy for
+    large calls: then the bulk path may lay out a whole run of new batches at once, ``tails_vector.encode_run``)."""
+    return _c_append_tails is not None
 """``sparkafka._accel.append_tails`` when the accelerator is built."""
 
 
@@ -569,6 +575,24 @@ class RecordBatchBuilder(_BuilderState):
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         return int(count)
+
+    def append_encoded(self, records: memoryview, count: int, timestamp: int, limit: int) -> bool:
+        """Write ``count`` whole records (``tails_vector.encode_run``: offset deltas from 0, timestamp delta 0,
+        laid out for write limit ``limit`` without compression) into this empty batch, all with ``timestamp``.
+        False, with nothing written, unless the batch is empty, open, uncompressed, has that write limit and
+        its buffer holds them: the caller then appends the rows with ``append_tails``."""
+        end = RECORD_BATCH_OVERHEAD + len(records)
+        if (self.record_count or self._appends_closed or self._ratio_factor or limit != self._write_limit
+                or end > limit or end > len(self._buf) or count <= 0):
+            return False
+        self._buf[RECORD_BATCH_OVERHEAD:end] = records
+        self._base_timestamp = timestamp
+        self._max_timestamp = timestamp
+        self._pos = end
+        self.uncompressed_bytes = end - RECORD_BATCH_OVERHEAD
+        self.estimated_size_in_bytes = end
+        self.record_count = count
+        return True
 
     def _append_tails_py(self, offsets: memoryview, data: memoryview, start: int, stop: int, n: int, d: int,
                          uncompressed: int, limit: int) -> tuple[int, int]:
