@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
-from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported without __all__
+    ConfigResource,
+    ResourceType,
+)
 
 from sparkafka import KafkaProducer
 from sparkafka.net.admin import AdminClient

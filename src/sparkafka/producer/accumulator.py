@@ -52,6 +52,7 @@ Hot-path counters are plain ints (updated without a lock, so approximate with se
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -88,6 +89,9 @@ __all__ = [
     "RecordAppendResult",
     "TransactionManagerHooks",
 ]
+
+_PLAN_WINDOW_BYTES = 1 << 20
+"""Tails the bulk path lays out ahead at most (or four batches' worth, if more): ``_plan_new_batches``."""
 
 COMPRESSION_RATIO_IMPROVING_STEP = 0.005
 COMPRESSION_RATIO_DETERIORATE_STEP = 0.05
@@ -1055,8 +1059,9 @@ class RecordAccumulator:
         segments: list[BulkSegment] = []
         buffer: bytearray | None = None
         i = start
-        # Pure Python with numpy: the rows for new batches laid out at once (tails_vector.encode_run), used
-        # while each new batch takes its planned rows; any other turn (another thread's batch) ends the plan.
+        # Pure Python with numpy: the rows for new batches laid out ahead, a window of them at a time
+        # (tails_vector.encode_run), used while each new batch takes its planned rows; any other turn (another
+        # thread's batch) ends planning for this call.
         plan: list[tuple[int, memoryview]] | None = None
         planned = 0  # the next batch of the plan
         plan_row = -1  # where it starts
@@ -1093,7 +1098,9 @@ class RecordAccumulator:
                             planned += 1
                             plan_row += count
                         else:
-                            plan = None
+                            if plan is not None:
+                                plan = None
+                                may_plan = False
                             count = last.append_tails(offsets, data, i, stop, timestamp, now)
                         if count:
                             segments.append((last.result, first, count))
@@ -1110,12 +1117,10 @@ class RecordAccumulator:
                 if i >= stop:
                     break
                 if buffer is None:
-                    if may_plan and stop - i >= RUN_MIN_ROWS:
-                        may_plan = False  # one plan per call, made outside the queue lock
-                        np = numpy_module()
-                        if np is not None:
-                            plan = encode_run(np, offsets, data, i, stop, self._batch_size)
-                            planned, plan_row = 0, i
+                    if may_plan and (plan is None or planned == len(plan)) and stop - i >= RUN_MIN_ROWS:
+                        plan = self._plan_new_batches(offsets, data, i, stop)  # outside the queue lock
+                        planned, plan_row = 0, i
+                        may_plan = plan is not None
                     size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + offsets[i + 1] - offsets[i]
                     wait_ms = max(0.0, deadline_ms - self._clock.monotonic_ms())
                     buffer = self.pool.allocate(max(size, self._batch_size), wait_ms)  # may block
@@ -1126,6 +1131,25 @@ class RecordAccumulator:
                 self.pool.deallocate(buffer)
             self.records_appended += i - start
         return segments, None
+
+    def _plan_new_batches(self, offsets: memoryview, data: memoryview, start: int,
+                          stop: int) -> list[tuple[int, memoryview]] | None:
+        """The bulk path without the accelerator: the next new batches' records laid out ahead
+        (``tails_vector.encode_run``), for rows from ``start`` up to ``_PLAN_WINDOW_BYTES`` of tails (at
+        least four batches' worth), so the plan's arrays stay small beside ``buffer.memory``; a batch cut
+        by the window's end is left to the next plan. None without numpy or when the rows need more than
+        ``encode_run`` does."""
+        np = numpy_module()
+        if np is None:
+            return None
+        window = max(_PLAN_WINDOW_BYTES, 4 * self._batch_size)
+        end = bisect.bisect_right(offsets, offsets[start] + window, start + 1, stop + 1) - 1
+        if end <= start:  # one row longer than the window: larger than a batch, so no plan anyway
+            return None
+        plan = encode_run(np, offsets, data, start, end, self._batch_size)
+        if plan is not None and end < stop:
+            plan.pop()  # its batch might have taken more rows than the window held
+        return plan or None
 
 
 def _partition_changed(

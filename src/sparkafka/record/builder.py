@@ -183,13 +183,13 @@ _encode_record: Callable[[bytearray, int, int, int, int, bytes | None, bytes | N
     _encode_record_py if ACCEL is None else ACCEL.write_record)
 """Writes one record without headers (the C version when the accelerator is built)."""
 _c_append_tails: Callable[..., tuple[int, int]] | None = getattr(ACCEL, "append_tails", None)
+"""``sparkafka._accel.append_tails`` when the accelerator is built."""
 
 
 def append_tails_in_c() -> bool:
     """Whether ``RecordBatchBuilder.append_tails`` runs in the C accelerator (else in Python, with numpy for
-    large calls: then the bulk path may lay out a whole run of new batches at once, ``tails_vector.encode_run``)."""
+    large calls: then the bulk path may lay out a run of new batches at once, ``tails_vector.encode_run``)."""
     return _c_append_tails is not None
-"""``sparkafka._accel.append_tails`` when the accelerator is built."""
 
 
 def _finish_batch_py(out: bytearray, size: int, attributes: int, last_offset_delta: int, base_timestamp: int,
@@ -587,7 +587,8 @@ class RecordBatchBuilder(_BuilderState):
             return False
         self._buf[RECORD_BATCH_OVERHEAD:end] = records
         self._base_timestamp = timestamp
-        self._max_timestamp = timestamp
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
         self._pos = end
         self.uncompressed_bytes = end - RECORD_BATCH_OVERHEAD
         self.estimated_size_in_bytes = end

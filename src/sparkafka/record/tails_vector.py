@@ -12,9 +12,10 @@ deltas and record lengths of batches up to that many records and records up to 8
 table, and a header of at most 8 bytes is built as one int64 per row; other rows take the general table of
 varint bytes. A call costs ~17 us plus ~80 ns a row, so the builder uses it only when a call brings at
 least ``MIN_ROWS`` rows and the batch has room for as many; with fewer the per-row loop is faster.
-A bulk call that opens new batches (``RecordAccumulator.append_tails``) asks ``encode_run`` once for all of
-them: batch ends from running totals, then every header of the run in one pass, so 16 KB batches (~140
-rows, where ``encode_tails`` costs as much as the loop) pay the fixed cost once per call, not per batch.
+A bulk call that opens new batches (``RecordAccumulator.append_tails``) asks ``encode_run`` for them, up to
+about 1 MiB of rows at a time: batch ends from running totals, then every header of the run in one pass, so
+16 KB batches (~140 rows, where ``encode_tails`` costs as much as the loop) pay the fixed cost once per
+window, not per batch.
 The result is byte-identical to the loop and to the C accelerator (``tests/record/test_tails_vector.py``,
 ``tests/producer/test_bulk_run_plan.py``).
 numpy is optional: ``numpy_module()`` is None without it, and the loop does everything. Pure functions of
@@ -169,10 +170,10 @@ def encode_run(np: Any, offsets: memoryview, data: memoryview, start: int, stop:
                limit: int) -> list[tuple[int, memoryview]] | None:
     """The tail rows ``[start, stop)`` laid out into consecutive new batches without compression, each with
     write limit ``limit`` and every row at the batch's first timestamp: per batch ``(count, records)``, its
-    number of rows and the bytes of its records, exactly what ``encode_tails`` would
-    give batch after batch. None when some row needs more than this does (a record length or offset delta
-    past two varint bytes, a row that would not leave its batch at ``limit``): the caller then goes batch by
-    batch.
+    number of rows and the bytes of its records, exactly what ``RecordBatchBuilder.append_tails`` would give
+    batch after batch. None when some row needs more than this does (a record length or offset delta past two
+    varint bytes, a row whose batch would need a buffer longer than ``limit``: 61 + 21 + its tail): the caller
+    then goes batch by batch.
 
     One pass over the whole run instead of one per batch: with 16 KB batches (~140 rows) ``encode_tails``
     spends most of its time on fixed costs. The batch boundaries come first. Every row's record size is
@@ -182,10 +183,12 @@ def encode_run(np: Any, offsets: memoryview, data: memoryview, start: int, stop:
     words, small_sizes = _small_varints(np)
     rows = stop - start
     lens = off[start + 1:stop + 1] - off[start:stop]
-    room = limit - RECORD_BATCH_OVERHEAD  # a batch's records after its first keep within this
+    room = limit - RECORD_BATCH_OVERHEAD  # every record of a batch, the first included, unless it is alone
     longest = int(lens.max())
     # a row that needs a larger buffer than ``limit`` would get one, and a longer write limit (RecordAccumulator)
     if longest + 4 >= _SMALL or RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest > limit:
+        return None
+    if room // (int(lens.min()) + 5) >= _SMALL:  # the smallest records could fill a batch past 8,192 of them
         return None
     # Record sizes with a one-byte offset delta (its first 64 rows) and a two-byte one, and their running totals.
     body1 = lens + 3
