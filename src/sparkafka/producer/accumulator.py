@@ -34,7 +34,7 @@ How it works:
   32 MiB: 1.2 records per batch before, 4 to 7 after, with no wait for memory left).
   The bulk path (``append_tails``) grows a short last batch to its write limit before appending, and
   starts its own batches with ``batch.size`` buffers. Without the accelerator (and with numpy) the rows of
-  a call that go into new batches are laid out once, before any of them is opened
+  a call that go into new batches are laid out ahead, about 1 MiB of them at a time
   (``tails_vector.encode_run``), and each new batch takes its planned bytes.
 * **ready / drain** (Sender thread): ``ready`` looks at the head batch of each queue and returns the
   leaders that have something sendable (full, lingered long enough, memory exhausted, closing,
