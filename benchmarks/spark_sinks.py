@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders|keyed-100``,
 ``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
-local[2,4]``, ``--batch-size 16384``, ``--bootstrap-servers`` for a running broker, ``--sinks`` a subset
+local[2,4]``, ``--batch-size 16384``, ``--warmup-rows`` (default ``--rows``), ``--bootstrap-servers`` for a
+running broker, ``--sinks`` a subset
 of noop kafka sparkafka sparkafka-eo sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
 next to at-least-once: ``--sinks sparkafka sparkafka-eo --rows 1000000``. ``--chart-from DIR`` only redraws
 ``DIR/sinks.png`` from ``DIR/results.json``.
@@ -30,7 +31,9 @@ DataFrame with the same options (``kafka.bootstrap.servers``, ``topic``, and ``k
   Spark passes to the Python workers of that data source only (their own worker daemon); its writer
   fails the task if the accelerator was loaded anyway.
 
-Every sink runs once on a few rows first (JIT, Python workers), not reported; then ``--repeat``
+Every sink runs once first on ``--warmup-rows`` rows (by default as many as a timed run: Spark's JVM sink
+kept getting faster for two more 2M-row rounds after a 50,000-row warm-up, so a short one let best-of-N
+compare its warm run with the Python sinks' warm ones only by luck), not reported; then ``--repeat``
 interleaved rounds (noop, kafka, sparkafka, noop, ...), the fastest run of each sink reported. Each
 Kafka run writes to a fresh topic with the same partition count, read back and counted by
 confluent-kafka afterwards (not timed), then deleted. Reported: rows/s (wall time of ``save()``), CPU
@@ -72,7 +75,6 @@ SINKS = ("noop", "kafka", "sparkafka", "sparkafka-eo", "sparkafka-py")
 PURE_FORMAT = "sparkafka_noaccel"
 """The ``sparkafka-py`` sink's format name: the sparkafka sink with Python workers without the accelerator."""
 KEY_POOL = 1 << 16
-WARMUP_ROWS = 50_000
 MVN_TIMEOUT_S = 900
 
 
@@ -236,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--input-partitions", type=int, default=None, help="Spark tasks (default: cores)")
     parser.add_argument("--master", default="local[2,4]")
     parser.add_argument("--batch-size", type=int, default=16384, help="kafka.batch.size for both Kafka sinks")
+    parser.add_argument("--warmup-rows", type=int, default=None,
+                        help="rows of each sink's untimed first run (default: --rows)")
     parser.add_argument("--bootstrap-servers", default=None, help="default: one Apache Kafka node of our own")
     parser.add_argument("--sinks", nargs="+", choices=SINKS, default=list(SINKS))
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench" / "spark"))
@@ -246,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             saved = json.load(f)
         return 0 if chart(saved["best"], saved["header"], os.path.join(args.chart_from, "sinks.png")) else 1
     sinks = [sink for sink in SINKS if sink in args.sinks]
+    warmup_rows = args.rows if args.warmup_rows is None else max(1, args.warmup_rows)
 
     import pyspark
     from pipeline_vs_foreachpartition import count_records
@@ -308,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _broker(args.bootstrap_servers) as (bootstrap, broker_name):
             for sink in sinks:  # warm-up: JIT, Python workers, metadata
-                run(sink, min(args.rows, WARMUP_ROWS), bootstrap)
+                run(sink, warmup_rows, bootstrap)
             for attempt in range(args.repeat):
                 for sink in sinks:
                     result = run(sink, args.rows, bootstrap)
@@ -333,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{uses}. Broker: {broker_name}. Master {args.master}, "
               f"{args.data} rows ({args.rows:,}), {args.partitions} topic partitions, "
               f"{args.input_partitions or 'default'} Spark tasks, kafka.batch.size {args.batch_size}, "
+              f"an untimed warm-up run of {warmup_rows:,} rows per sink, "
               f"best of {args.repeat} interleaved runs. Run took {elapsed:.0f} s.")
     ours = best.get("sparkafka")
     lines = [header, "",
