@@ -101,6 +101,25 @@ def _sizes(np: Any, values: Any) -> Any:
     return 1 + (values >= 64) + (values >= 8192) + (values >= 1 << 20) + (values >= 1 << 27)
 
 
+def _word_table(np: Any, header: Any, widths: Any, starts: Any) -> tuple[Any, Any, Any]:
+    """``(table, valid, places)`` of headers held as one little-endian int64 each, ``widths`` bytes long,
+    for records starting at ``starts``: the bytes, which of them belong to the header, and where they go."""
+    table = header.astype("<i8", copy=False).view(np.uint8).reshape(len(header), 8)
+    return table, np.arange(8) < widths[:, None], starts[:, None] + np.arange(8)
+
+
+def _scatter(np: Any, table: Any, valid: Any, places: Any, size: int, tails: Any) -> Any:
+    """``size`` bytes of records: the ``valid`` cells of the header ``table`` at their ``places``, and the
+    ``tails`` (one after the other) in the cells left between them."""
+    out = np.empty(size, np.uint8)
+    at = places[valid]
+    out[at] = table[valid]
+    tail_cells = np.ones(size, np.bool_)
+    tail_cells[at] = False
+    out[tail_cells] = tails
+    return out
+
+
 def encode_tails(np: Any, offsets: memoryview, data: memoryview, start: int, stop: int, n: int, tsb: bytes,
                  estimate: int, uncompressed: int, limit: int) -> tuple[int, Any]:
     """The records of tail rows ``[start, stop)`` (``offsets``: int64 view; row ``i`` is
@@ -147,9 +166,7 @@ def encode_tails(np: Any, offsets: memoryview, data: memoryview, start: int, sto
         middle = int.from_bytes(b"\x00" + tsb, "little")
         if middle:  # attributes and timestampDelta are zero bytes for rows of the batch's first timestamp
             header |= middle << (length_sizes << 3)
-        table = header.astype("<i8", copy=False).view(np.uint8).reshape(count, 8)
-        valid = np.arange(8) < (length_sizes + fixed + delta_sizes[:count])[:, None]
-        places = starts[:, None] + np.arange(8)
+        table, valid, places = _word_table(np, header, length_sizes + fixed + delta_sizes[:count], starts)
     else:
         length, length_valid = _varint_bytes(np, body, body_sizes[:count])
         delta, delta_valid = _varint_bytes(np, deltas, delta_sizes[:count])
@@ -157,13 +174,8 @@ def encode_tails(np: Any, offsets: memoryview, data: memoryview, start: int, sto
         table = np.concatenate([length, np.broadcast_to(middle_bytes, (count, fixed)), delta], axis=1)
         valid = np.concatenate([length_valid, np.ones((count, fixed), np.bool_), delta_valid], axis=1)
         places = starts[:, None] + (np.cumsum(valid, axis=1) - 1)
-    out = np.empty(written, np.uint8)
-    tail_cells = np.ones(written, np.bool_)
-    at = places[valid]
-    out[at] = table[valid]
-    tail_cells[at] = False
-    out[tail_cells] = np.frombuffer(data, np.uint8)[int(off[start]):int(off[start + count])]
-    return count, out
+    return count, _scatter(np, table, valid, places, written,
+                           np.frombuffer(data, np.uint8)[int(off[start]):int(off[start + count])])
 
 
 def encode_run(np: Any, offsets: memoryview, data: memoryview, start: int, stop: int,
@@ -221,14 +233,9 @@ def encode_run(np: Any, offsets: memoryview, data: memoryview, start: int, stop:
     positions = np.zeros(rows + 1, np.int64)
     np.cumsum(body + length_sizes, out=positions[1:])
     header = words[body] | (words[deltas] << ((length_sizes + 2) << 3))
-    table = header.astype("<i8", copy=False).view(np.uint8).reshape(rows, 8)
-    valid = np.arange(8) < (length_sizes + 2 + delta_sizes)[:, None]
-    at = (positions[:-1, None] + np.arange(8))[valid]
-    out = np.empty(int(positions[-1]), np.uint8)
-    out[at] = table[valid]
-    tail_cells = np.ones(len(out), np.bool_)
-    tail_cells[at] = False
-    out[tail_cells] = np.frombuffer(data, np.uint8)[int(off[start]):int(off[stop])]
+    table, valid, places = _word_table(np, header, length_sizes + 2 + delta_sizes, positions[:-1])
+    out = _scatter(np, table, valid, places, int(positions[-1]),
+                   np.frombuffer(data, np.uint8)[int(off[start]):int(off[stop])])
     cuts = positions[bounds].tolist()
     view = memoryview(out)
     return [(end - begin, view[cuts[k]:cuts[k + 1]])
