@@ -6,8 +6,9 @@ configured), calls ``sparkafka.spark.register(spark)`` as a user would and recor
 ``format("sparkafka")`` (key ``k%08d``, a 100-byte value starting ``v%08d``) and, with
 ``--stream-topic``, runs a streaming query over ``--stream-files`` JSON files (one micro-batch each,
 ``availableNow``). ``--option name=value`` (repeated) adds options of the sink to the batch write (e.g.
-exactly-once and a fault). Everything it learnt is printed as one ``RESULT {json}`` line; the tests read the
-records back themselves.
+exactly-once and a fault). Everything it learnt is written as JSON to ``<--work>/result.json`` (and printed
+as a ``RESULT {json}`` line for whoever reads the log: spark-submit copies the driver's output through a JVM
+thread in chunks, so a log line of Spark's can land inside it); the tests read the records back themselves.
 """
 
 from __future__ import annotations
@@ -91,7 +92,12 @@ def main() -> None:
         result["stream_seconds"] = round(time.monotonic() - started, 1)
         if not args.remote:
             result["stream"] = [json.loads(s.to_json()) for s in read_summaries(stream_summary)]
-    print("RESULT " + json.dumps(result), flush=True)
+    text = json.dumps(result)
+    partial = os.path.join(args.work, "result.json.partial")
+    with open(partial, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(partial, os.path.join(args.work, "result.json"))  # whole or absent
+    print("RESULT " + text, flush=True)
     spark.stop()
 
 

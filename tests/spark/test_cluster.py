@@ -29,7 +29,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from sparkafka.net.admin import AdminClient
-from support.spark_standalone import JobResult, StandaloneCluster, clean_env, executor_python, python_workers_of
+from support.spark_standalone import (
+    JobResult,
+    StandaloneCluster,
+    clean_env,
+    executor_python,
+    python_workers_of,
+    read_result,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]  # a job, or the cluster's start, takes minutes when busy
 
@@ -125,7 +132,8 @@ def shipped_write(cluster: StandaloneCluster, executor_py: Path, kafka: Any,
     topic, stream_topic = _topic(kafka, "cluster-batch"), _topic(kafka, "cluster-stream")
     job = cluster.submit("shipped-write", JOB, _job_args(
         kafka, topic, BATCH_ROWS, work, "--stream-topic", stream_topic, "--stream-files", str(STREAM_FILES),
-        "--stream-rows-per-file", str(STREAM_ROWS_PER_FILE)), cluster.spark_conf(executor_py))
+        "--stream-rows-per-file", str(STREAM_ROWS_PER_FILE)), cluster.spark_conf(executor_py),
+        result_file=work / "result.json")
     result = _check_ok(job)
     result["log"] = job.log.read_text(errors="replace")
     print(f"\nstandalone: {BATCH_ROWS:,} rows in {result['batch_seconds']} s "
@@ -199,7 +207,7 @@ def test_killed_python_worker_is_retried_without_loss(cluster: StandaloneCluster
                 killed.extend(workers)
             else:
                 time.sleep(0.2)  # polling the topic's end offsets, bounded by the deadline
-    job = cluster.wait_job("retry", process)
+    job = cluster.wait_job("retry", process, result_file=tmp_path / "result.json")
     result = _check_ok(job)
     assert killed, f"the job ended before its tasks' Python workers could be killed:\n{job.tail()}"
     (summary,) = result["batch"]
@@ -231,9 +239,8 @@ def test_spark_connect_client_ships_and_writes(cluster: StandaloneCluster, execu
                 stdout=out, stderr=subprocess.STDOUT, timeout=900, check=False)
             seconds = time.monotonic() - started
     text = log.read_text(errors="replace")
-    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, f"the Connect client failed:\n{text[-6000:]}\n{cluster.log_tail('connect')}"
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = read_result(tmp_path / "result.json")
+    assert done.returncode == 0 and result, f"the Connect client failed:\n{text[-6000:]}\n{cluster.log_tail('connect')}"
     result["log"] = text
     _assert_shipped(result, executor_py, "with spark.addArtifacts(pyfile=True)")
     seen = read_keys(kafka.bootstrap, topic, CONNECT_ROWS)

@@ -363,7 +363,7 @@ def _speculative_job(standalone: StandaloneCluster, node: KafkaCluster, topic: s
                **options}
     args = ["--bootstrap", node.bootstrap, "--topic", topic, "--rows", str(ROWS), "--work", str(work),
             "--input-partitions", str(TASKS), *(f"--option={k}={v}" for k, v in options.items())]
-    job = standalone.submit(f"speculation-{topic}", JOB, args, conf)
+    job = standalone.submit(f"speculation-{topic}", JOB, args, conf, result_file=work / "result.json")
     assert job.returncode == 0 and job.result is not None, f"job failed ({job.returncode}):\n{job.tail()}"
     kills = [(int(m[1]), int(m[2]), m[3], int(m[4]), m[5]) for m in _KILLED.finditer(job.log.read_text())]
     # the proof that Spark ran a speculative copy: the straggler, attempt 0 of STALLED on one host, was killed

@@ -36,8 +36,10 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["JobResult", "StandaloneCluster", "clean_env", "executor_python", "free_port", "python_workers_of"]
+__all__ = ["JobResult", "StandaloneCluster", "clean_env", "executor_python", "free_port", "python_workers_of",
+           "read_result"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _PR_SET_PDEATHSIG = 1
@@ -98,13 +100,22 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 @dataclass
 class JobResult:
     returncode: int
-    result: dict[str, object] | None
-    """The JSON the job printed on its ``RESULT`` line."""
+    result: dict[str, Any] | None
+    """The JSON the job wrote to its result file (None: no file, or no file asked for)."""
     seconds: float
     log: Path
 
     def tail(self, lines: int = 60) -> str:
         return _tail(self.log, lines)
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """The JSON object a job wrote whole to ``path`` (write then rename), or None when it wrote none."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return data
 
 
 def _tail(path: Path, lines: int = 60) -> str:
@@ -197,10 +208,11 @@ class StandaloneCluster:
         }
 
     def submit(self, name: str, script: Path, args: Sequence[str], conf: Mapping[str, str],
-               timeout: float = 900.0, env: Mapping[str, str] | None = None) -> JobResult:
+               timeout: float = 900.0, env: Mapping[str, str] | None = None,
+               result_file: Path | None = None) -> JobResult:
         """Run ``spark-submit --master <this cluster> --conf ... script args``; wait for it."""
         process = self.submit_async(name, script, args, conf, env)
-        return self.wait_job(name, process, timeout)
+        return self.wait_job(name, process, timeout, result_file)
 
     def submit_async(self, name: str, script: Path, args: Sequence[str], conf: Mapping[str, str],
                      env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -209,18 +221,19 @@ class StandaloneCluster:
             command += ["--conf", f"{key}={value}"]
         return self._spawn(name, [*command, str(script), *args], env)
 
-    def wait_job(self, name: str, process: subprocess.Popen[bytes], timeout: float = 900.0) -> JobResult:
+    def wait_job(self, name: str, process: subprocess.Popen[bytes], timeout: float = 900.0,
+                 result_file: Path | None = None) -> JobResult:
+        """Wait for a submitted job; its result is the JSON it wrote to ``result_file``.
+
+        Not a line of its log: spark-submit copies a Python driver's output through a JVM thread in chunks,
+        and a log line of Spark's, written to the same file, can land inside the job's line."""
         started = time.monotonic()
         try:
             process.wait(timeout)
         finally:
             self._stop_process(name)
-        log = self.directory / f"{name}.log"
-        result = None
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT "):])
-        return JobResult(process.returncode, result, time.monotonic() - started, log)
+        result = read_result(result_file) if result_file is not None else None
+        return JobResult(process.returncode, result, time.monotonic() - started, self.directory / f"{name}.log")
 
     @contextlib.contextmanager
     def connect_server(self, conf: Mapping[str, str], executor_python: Path, timeout: float = 180.0,
