@@ -2,7 +2,8 @@
 
 Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders|keyed-100``,
 ``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
-local[2,4]``, ``--batch-size 16384``, ``--warmup-rows`` (default ``--rows``), ``--bootstrap-servers`` for a
+local[2,4]``, ``--batch-size 16384``, ``--warmup-rows`` (default ``--rows``), ``--prime-rows 20000``,
+``--bootstrap-servers`` for a
 running broker, ``--sinks`` a subset
 of noop kafka sparkafka sparkafka-eo sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
 next to at-least-once: ``--sinks sparkafka sparkafka-eo --rows 1000000``. ``--chart-from DIR`` only redraws
@@ -34,7 +35,13 @@ DataFrame with the same options (``kafka.bootstrap.servers``, ``topic``, and ``k
 Every sink runs once first on ``--warmup-rows`` rows (by default as many as a timed run: Spark's JVM sink
 kept getting faster for two more 2M-row rounds after a 50,000-row warm-up, so a short one let best-of-N
 compare its warm run with the Python sinks' warm ones only by luck), not reported; then ``--repeat``
-interleaved rounds (noop, kafka, sparkafka, noop, ...), the fastest run of each sink reported. Each
+interleaved rounds (noop, kafka, sparkafka, noop, ...), the fastest run of each sink reported. Right
+before each timed run the same sink writes ``--prime-rows`` rows untimed: Spark stops a Python worker
+that has been idle for a minute (``PythonWorkerFactory``'s ``IDLE_WORKER_TIMEOUT_NS``) and a round of all
+five sinks takes longer, so without it the sink whose workers no other sink shares (``sparkafka-py``, its
+own worker daemon) began every timed run in freshly forked workers (imports, a new producer, its
+metadata): their process ids were new each round, and it wrote 250k-305k rows/s against 405k alone;
+Spark's JVM sink keeps its producers for ten minutes (``spark.kafka.producer.cache.timeout``). Each
 Kafka run writes to a fresh topic with the same partition count, read back and counted by
 confluent-kafka afterwards (not timed), then deleted. Reported: rows/s (wall time of ``save()``), CPU
 seconds per million rows of the Spark process tree (the driver JVM, which runs the executors in local
@@ -240,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16384, help="kafka.batch.size for both Kafka sinks")
     parser.add_argument("--warmup-rows", type=int, default=None,
                         help="rows of each sink's untimed first run (default: --rows)")
+    parser.add_argument("--prime-rows", type=int, default=20_000,
+                        help="rows each sink writes untimed right before each of its timed runs (0: none)")
     parser.add_argument("--bootstrap-servers", default=None, help="default: one Apache Kafka node of our own")
     parser.add_argument("--sinks", nargs="+", choices=SINKS, default=list(SINKS))
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench" / "spark"))
@@ -316,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run(sink, warmup_rows, bootstrap)
             for attempt in range(args.repeat):
                 for sink in sinks:
+                    if args.prime_rows > 0:  # its Python workers alive and warm (see the module's docstring)
+                        run(sink, args.prime_rows, bootstrap)
                     result = run(sink, args.rows, bootstrap)
                     result["attempt"] = attempt + 1
                     runs.append(result)
@@ -338,8 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{uses}. Broker: {broker_name}. Master {args.master}, "
               f"{args.data} rows ({args.rows:,}), {args.partitions} topic partitions, "
               f"{args.input_partitions or 'default'} Spark tasks, kafka.batch.size {args.batch_size}, "
-              f"an untimed warm-up run of {warmup_rows:,} rows per sink, "
-              f"best of {args.repeat} interleaved runs. Run took {elapsed:.0f} s.")
+              f"an untimed warm-up run of {warmup_rows:,} rows per sink"
+              + (f" and {args.prime_rows:,} rows right before each timed run" if args.prime_rows > 0 else "")
+              + f", best of {args.repeat} interleaved runs. Run took {elapsed:.0f} s.")
     ours = best.get("sparkafka")
     lines = [header, "",
              "| sink | rows/s | seconds | CPU s / M rows (Spark JVM + Python workers) | records read back "
