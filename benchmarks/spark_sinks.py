@@ -3,9 +3,8 @@
 Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders|keyed-100``,
 ``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
 local[2,4]``, ``--batch-size 16384``, ``--warmup-rows`` (default ``--rows``), ``--prime-rows 20000``,
-``--bootstrap-servers`` for a
-running broker, ``--sinks`` a subset
-of noop kafka sparkafka sparkafka-eo sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
+``--bootstrap-servers`` for a running broker, ``--sinks`` a subset of noop kafka sparkafka sparkafka-eo
+sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
 next to at-least-once: ``--sinks sparkafka sparkafka-eo --rows 1000000``. ``--chart-from DIR`` only redraws
 ``DIR/sinks.png`` from ``DIR/results.json``.
 

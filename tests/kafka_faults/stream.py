@@ -129,19 +129,22 @@ class Stream:
         assert pending == 0, f"{pending} futures still pending after flush()"
         run.producer.close(timeout=10)
         isolation = "read_committed" if run.transactional else "read_uncommitted"
-        # commit_transaction() returns once the coordinator has logged the commit; it writes the markers
-        # to the partitions after that (Kafka's TransactionMarkerChannelManager), so right after a rolling
-        # restart a partition's last stable offset can still stand before the last transaction: wait for
-        # every committed record (a record that never shows up still fails, after the timeout)
-        # Without transactions: wait for every acknowledged record, not only for each partition's end. Right
-        # after leaderships move (a node back, the preferred leader elected again) a new leader can answer a
-        # fetch below the high watermark the old one had acknowledged up to, until its followers report
-        # their offsets: the consumer then saw a partition's "end" before its last records (seen once in a
-        # full run: 171 of 60,000 acknowledged records missing, all at the stream's end)
-        acknowledged = sum(1 for index, future in enumerate(run.ledger.futures)
+        if run.transactional:
+            # commit_transaction() returns once the coordinator has logged the commit; it writes the markers
+            # to the partitions after that (Kafka's TransactionMarkerChannelManager), so right after a rolling
+            # restart a partition's last stable offset can still stand before the last transaction: wait for
+            # every committed record (a record that never shows up still fails, after the timeout)
+            expected = len(self.committed)
+        else:
+            # wait for every acknowledged record, not only for each partition's end: right after leaderships
+            # move (a node back, the preferred leader elected again) a new leader can answer a fetch below the
+            # high watermark the old one had acknowledged up to, until its followers report their offsets, and
+            # the consumer then saw a partition's "end" before its last records (seen once in a full run: 171
+            # of 60,000 acknowledged records missing, all at the stream's end)
+            expected = sum(1 for index, future in enumerate(run.ledger.futures)
                            if future.done() and run.ledger.outcome(index) is None)
         records = consume_all(run.bootstrap, run.topic, timeout=90, isolation_level=isolation,
-                              expected_count=len(self.committed) if run.transactional else acknowledged)
+                              expected_count=expected)
         only = self.committed.__contains__ if run.transactional else None
         report = verify_records(run.ledger, records, only=only)
         if run.transactional:
