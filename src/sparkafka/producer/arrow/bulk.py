@@ -40,6 +40,7 @@ from sparkafka._types import ClusterView
 from sparkafka.accel import ACCEL
 from sparkafka.errors import InvalidRecordInputError, KafkaError, RecordTooLargeError
 from sparkafka.producer.accumulator import BulkSegment, RecordAccumulator
+from sparkafka.producer.arrow.buffers import full, int32_array, int_scalar
 from sparkafka.producer.arrow.key_hash import arrow_key_partitions
 from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, encode_tails, tail_buffers
 from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, StickyPartitionInfo
@@ -60,6 +61,9 @@ if getattr(ACCEL, "append_tails", None) is None:
 _RECORD_PREFIX = 4
 """Typical bytes of a record before its tail (length, attributes, timestamp and offset deltas), for
 the sticky partitioner's byte count."""
+_INT32 = pa.int32()
+_NO_PARTITION = int_scalar(-1, _INT32)
+"""-1 as an int32 scalar (a Python -1 given to a kernel would make pyarrow import pandas: ``buffers``)."""
 
 
 class BulkAppend(NamedTuple):
@@ -84,7 +88,7 @@ def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
         raw = _c_partitions(offsets, data, first, len(keys), num_partitions, wide)
         parts = pa.Array.from_buffers(pa.int32(), len(keys), [None, pa.py_buffer(raw)])
         if keys.null_count:
-            parts = pc.if_else(keys.is_valid(), parts, pa.scalar(-1, pa.int32()))
+            parts = pc.if_else(keys.is_valid(), parts, _NO_PARTITION)
         return parts
     return arrow_key_partitions(as_large_binary(keys), num_partitions)
 
@@ -102,29 +106,32 @@ def _advance_sticky(partitioner: BuiltInPartitioner, info: StickyPartitionInfo, 
 def _sticky_partitions(parts: pa.Array, tails: pa.Array, partitioner: BuiltInPartitioner,
                        cluster: ClusterView, queue_lock: QueueLock) -> pa.Array:
     """``parts`` with every -1 replaced by the sticky partitioner's choice (see the module docstring)."""
-    mask = pc.equal(parts, -1)
+    mask = pc.equal(parts, _NO_PARTITION)
     count = pc.sum(mask).as_py() or 0
     if not count:
         return parts
-    sizes = pc.add(pc.binary_length(tails), _RECORD_PREFIX)
+    lengths = pc.binary_length(tails)
+    sizes = pc.add(lengths, int_scalar(_RECORD_PREFIX, lengths.type))
     every = count == len(parts)
     row_sizes = sizes if every else pc.filter(sizes, mask)
     ends = pc.cumulative_sum(row_sizes)
     starts = pc.subtract(ends, row_sizes)
     chunk_bytes = partitioner.sticky_batch_size
     info = partitioner.peek_current_partition_info(cluster)
-    chunks = pc.divide(pc.add(starts, info.produced_bytes), chunk_bytes)
+    chunks = pc.divide(pc.add(starts, int_scalar(info.produced_bytes, starts.type)),
+                       int_scalar(chunk_bytes, starts.type))
     last_chunk = int(chunks[-1].as_py())
     chosen = [info.partition]
     for _ in range(last_chunk):
         info = _advance_sticky(partitioner, info, max(0, chunk_bytes - info.produced_bytes), cluster, True,
                                queue_lock)
         chosen.append(info.partition)
-    total = int(ends[-1].as_py())
-    tail_bytes = total if not last_chunk else total - int(starts[pc.index(chunks, last_chunk).as_py()].as_py())
+    tail_bytes = int(ends[-1].as_py())
+    if last_chunk:  # only the last chunk's bytes
+        tail_bytes -= int(starts[pc.index(chunks, int_scalar(last_chunk, chunks.type)).as_py()].as_py())
     # The last chunk's bytes count towards the next switch (deferred until its batch is full, as in send()).
     _advance_sticky(partitioner, info, tail_bytes, cluster, False, queue_lock)
-    sticky = pc.take(pa.array(chosen, pa.int32()), chunks)
+    sticky = pc.take(int32_array(chosen), chunks)
     return sticky if every else pc.replace_with_mask(parts, mask, sticky)
 
 
@@ -170,13 +177,13 @@ def choose_partitions(
                     f"the partitioner returned partition {p!r} for topic {topic!r}, which has "
                     f"{num_partitions} partitions")
             chosen.append(p)
-        parts = pa.array(chosen, pa.int32())
+        parts = int32_array(chosen)
     elif keys is not None and not ignore_keys:
         parts = key_partitions(keys, num_partitions)
         if explicit is None and not keys.null_count:
             return parts  # every row has a key: the sticky partitioner has nothing to place
     else:
-        parts = pa.nulls(n, pa.int32()).fill_null(-1)
+        parts = full(n, -1, _INT32)
     if explicit is not None:
         parts = pc.if_else(explicit.is_valid(), explicit, parts)
     return _sticky_partitions(parts, tails, sticky, cluster, queue_lock)
@@ -191,7 +198,7 @@ def check_record_sizes(tails: pa.Array, where: str, record_limit: int) -> None:
     longest = int(pc.max(lengths).as_py())
     size = RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + longest
     if size > record_limit:
-        row = pc.index(lengths, longest).as_py()
+        row = pc.index(lengths, int_scalar(longest, lengths.type)).as_py()
         raise RecordTooLargeError(
             f"row {row} to {where} is about {size} bytes as a record batch, which is larger than the "
             f"limit of {record_limit} bytes (min of max.request.size and buffer.memory)")

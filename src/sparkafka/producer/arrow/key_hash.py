@@ -22,6 +22,7 @@ import sys
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkafka.producer.arrow.buffers import bool_scalar, full, int32_array, int_scalar
 from sparkafka.producer.murmur2 import partition_for_key_py
 
 __all__ = ["arrow_key_partitions"]
@@ -29,9 +30,10 @@ __all__ = ["arrow_key_partitions"]
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _U32 = pa.uint32()
-_MUL = pa.scalar(_M, _U32)
-_SHIFTS = {bits: pa.scalar(bits, _U32) for bits in (8, 13, 15, 16, 24)}
-_POSITIVE = pa.scalar(0x7FFFFFFF, _U32)
+_MUL = int_scalar(_M, _U32)
+_SHIFTS = {bits: int_scalar(bits, _U32) for bits in (8, 13, 15, 16, 24)}
+_POSITIVE = int_scalar(0x7FFFFFFF, _U32)
+_FALSE = bool_scalar(False)
 _SMALL_GROUP = 16
 """Groups with fewer keys are hashed one key at a time (the kernels' fixed cost is higher)."""
 _LITTLE = sys.byteorder == "little"
@@ -42,7 +44,7 @@ def _mix_word(h: pa.Array | None, seed: int, k: pa.Array) -> pa.Array:
     k = pc.multiply(k, _MUL)
     k = pc.multiply(pc.bit_wise_xor(k, pc.shift_right(k, _SHIFTS[24])), _MUL)
     if h is None:
-        return pc.bit_wise_xor(k, pa.scalar((seed * _M) & 0xFFFFFFFF, _U32))
+        return pc.bit_wise_xor(k, int_scalar((seed * _M) & 0xFFFFFFFF, _U32))
     return pc.bit_wise_xor(pc.multiply(h, _MUL), k)
 
 
@@ -77,7 +79,7 @@ def _group_partitions(group: pa.Array, length: int, num_partitions: int) -> pa.A
     """Partitions (int32) of the keys of ``group``: large_binary, no nulls, every key ``length`` bytes."""
     count = len(group)
     if length == 0:  # murmur2 of the empty key is one number
-        return pa.nulls(count, pa.int32()).fill_null(partition_for_key_py(b"", num_partitions))
+        return full(count, partition_for_key_py(b"", num_partitions), pa.int32())
     _, offsets, data = group.buffers()
     start = int(pa.Array.from_buffers(pa.int64(), 1, [None, offsets], offset=group.offset)[0].as_py())
     source = _Bytes(data, start, count, length)
@@ -93,14 +95,14 @@ def _group_partitions(group: pa.Array, length: int, num_partitions: int) -> pa.A
             t = pc.bit_wise_xor(t, pc.shift_left(source.byte(i + 1), _SHIFTS[8]))
         if tail == 3:
             t = pc.bit_wise_xor(t, pc.shift_left(source.byte(i + 2), _SHIFTS[16]))
-        t = pc.bit_wise_xor(t, pa.scalar(seed, _U32)) if h is None else pc.bit_wise_xor(h, t)
+        t = pc.bit_wise_xor(t, int_scalar(seed, _U32)) if h is None else pc.bit_wise_xor(h, t)
         h = pc.multiply(t, _MUL)
     assert h is not None
     h = pc.bit_wise_xor(h, pc.shift_right(h, _SHIFTS[13]))
     h = pc.multiply(h, _MUL)
     h = pc.bit_wise_xor(h, pc.shift_right(h, _SHIFTS[15]))
     positive = pc.bit_wise_and(h, _POSITIVE)
-    n = pa.scalar(num_partitions, _U32)
+    n = int_scalar(num_partitions, _U32)
     return pc.cast(pc.subtract(positive, pc.multiply(pc.divide(positive, n), n)), pa.int32())
 
 
@@ -110,18 +112,18 @@ def arrow_key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
     count = len(keys)
     valid = count - keys.null_count
     if not valid:
-        return pa.nulls(count, pa.int32()).fill_null(-1)
+        return full(count, -1, pa.int32())
     lengths = pc.binary_length(keys)
     low, high = pc.min_max(lengths).values()
     if not keys.null_count and low.as_py() == high.as_py():
         return _group_partitions(keys, int(low.as_py()), num_partitions)
-    out = pa.nulls(count, pa.int32()).fill_null(-1)
+    out = full(count, -1, pa.int32())
     counts = pc.value_counts(pc.drop_null(lengths))
     for length, size in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
-        mask = pc.fill_null(pc.equal(lengths, pa.scalar(length, lengths.type)), False)
+        mask = pc.fill_null(pc.equal(lengths, int_scalar(length, lengths.type)), _FALSE)
         group = pc.filter(keys, mask)
         if size < _SMALL_GROUP:
-            parts = pa.array([partition_for_key_py(k, num_partitions) for k in group.to_pylist()], pa.int32())
+            parts = int32_array([partition_for_key_py(k, num_partitions) for k in group.to_pylist()])
         else:
             parts = _group_partitions(group, int(length), num_partitions)
         out = pc.replace_with_mask(out, mask, parts)

@@ -331,7 +331,7 @@ def _one_batch(batch: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     if isinstance(batch, pa.Table):
         return pa.RecordBatch.from_arrays(
             [c.chunk(0) if c.num_chunks == 1 else pa.concat_arrays(c.chunks) if c.num_chunks
-             else pa.array([], c.type) for c in batch.columns], schema=batch.schema)
+             else pa.nulls(0, c.type) for c in batch.columns], schema=batch.schema)
     raise InvalidRecordInputError(f"send_arrow needs a pyarrow RecordBatch or Table, got {type(batch).__name__}")
 
 
@@ -363,7 +363,9 @@ def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch
             encode_tails(rows.column(plan.key) if plan.key is not None else None, rows.column(plan.value),
                          rows.column(plan.headers) if plan.headers is not None else None),
             f"topic column {plan.topic_column!r}", producer.record_limit)
-        groups = [(t, rows.filter(pc.equal(column, t))) for t in dict.fromkeys(per_row)]
+        # Arrow's unique keeps the order of first appearance; its scalars (not Python strings) go to
+        # equal, which would otherwise make pyarrow import pandas (buffers.py)
+        groups = [(name.as_py(), rows.filter(pc.equal(column, name))) for name in pc.unique(column)]
     for index, (topic, rows) in enumerate(groups):
         try:
             appended = producer.send_columns(

@@ -26,12 +26,18 @@ import pyarrow.compute as pc
 
 from sparkafka.accel import ACCEL
 from sparkafka.errors import InvalidRecordInputError
+from sparkafka.producer.arrow.buffers import binary_array, binary_scalar, int_scalar
 from sparkafka.record._varint import zigzag_varint
 
 __all__ = ["as_large_binary", "column_buffers", "encode_tails", "tail_buffers"]
 
-_EMPTY = pa.scalar(b"", pa.large_binary())
-_NO_HEADERS = pa.scalar(b"\x00", pa.large_binary())
+_EMPTY = binary_scalar(b"")
+_NO_HEADERS = binary_scalar(b"\x00")
+_NULL_LENGTH = binary_scalar(b"\x01")
+"""The varint of -1: a null key."""
+_INT64 = pa.int64()
+_ZERO = int_scalar(0, _INT64)
+_ONE = int_scalar(1, _INT64)
 _MAX_TABLE = 1 << 31
 """Lengths are int32 in the record format."""
 _TABLE_SIZE = 1 << 14
@@ -43,22 +49,22 @@ class _VarintTable:
     grown to the longest value would cost seconds and hundreds of MB for a value of a few MB."""
 
     def __init__(self) -> None:
-        self._table = pa.array([zigzag_varint(i - 1) for i in range(_TABLE_SIZE)], pa.large_binary())
+        self._table = binary_array([zigzag_varint(i - 1) for i in range(_TABLE_SIZE)])
+        self._size = int_scalar(_TABLE_SIZE, _INT64)
 
     def encode(self, lengths: pa.Array) -> pa.Array:
         """The varint of each length, with null lengths encoded as -1 (``b"\\x01"``)."""
-        index = pc.fill_null(pc.add(pc.cast(lengths, pa.int64()), 1), 0)
+        index = pc.fill_null(pc.add(pc.cast(lengths, _INT64), _ONE), _ZERO)
         table = self._table
         top = pc.max(index).as_py() if len(index) else 0
         if top < _TABLE_SIZE:
             return pc.take(table, index)
         if top >= _MAX_TABLE:
             raise InvalidRecordInputError(f"a key, value or header is {top - 1} bytes; the limit is 2^31-1")
-        big = pc.greater_equal(index, _TABLE_SIZE)
-        out = pc.take(table, pc.if_else(big, 0, index))
+        big = pc.greater_equal(index, self._size)
+        out = pc.take(table, pc.if_else(big, _ZERO, index))
         long_lengths = pc.filter(index, big).to_pylist()
-        return pc.replace_with_mask(out, big, pa.array([zigzag_varint(i - 1) for i in long_lengths],
-                                                       pa.large_binary()))
+        return pc.replace_with_mask(out, big, binary_array([zigzag_varint(i - 1) for i in long_lengths]))
 
 
 _VARINTS = _VarintTable()
@@ -171,7 +177,7 @@ def _encode_headers(col: pa.Array) -> pa.Array:
     first = offsets[0].as_py()
     items = col.values.slice(first, offsets[-1].as_py() - first)
     if first:
-        offsets = pc.subtract(offsets, pa.scalar(first, offsets.type))
+        offsets = pc.subtract(offsets, int_scalar(first, offsets.type))
     kind = items.type
     children = items.flatten()
     keys = children[kind.get_field_index("key")]
@@ -184,7 +190,7 @@ def _encode_headers(col: pa.Array) -> pa.Array:
     joined = pc.binary_join(list_type.from_arrays(offsets, pieces), _EMPTY)
     if col.null_count:
         joined = pc.if_else(col.is_valid(), joined, _EMPTY)
-    counts = _VARINTS.encode(pc.fill_null(pc.list_value_length(col), 0))
+    counts = _VARINTS.encode(pc.fill_null(pc.cast(pc.list_value_length(col), _INT64), _ZERO))
     return pc.binary_join_element_wise(counts, joined, _EMPTY)
 
 
@@ -200,7 +206,7 @@ def encode_tails(keys: pa.Array | None, values: pa.Array, headers: pa.Array | No
         return fast
     parts: list[pa.Array | pa.Scalar] = []
     if keys is None:
-        parts.append(pa.scalar(b"\x01", pa.large_binary()))
+        parts.append(_NULL_LENGTH)
     else:
         parts += _length_and_bytes(keys)
     parts += _length_and_bytes(values)
