@@ -1,15 +1,15 @@
 """The bulk Arrow path and the Spark sink's module never make pyarrow import pandas.
 
-How it works: pyarrow imports pandas (when installed, as it is here) the first time it converts Python
-objects (``pa.array``, ``pa.scalar``, a Python number given to a compute function): ~120 ms for every fresh
-process and every new Spark Python worker. The bulk path builds its arrays and scalars from buffers instead
-(``sparkafka/producer/arrow/buffers.py``). A fresh child process, with and without the C accelerator, imports
-``sparkafka.spark.writer`` and sends rows through ``send_arrow`` to the shared Apache Kafka node in every shape
-that reaches a different part of the path: keys of one length and of many (murmur2 by Arrow kernels in small
-and large groups, without the accelerator), null keys and keyless rows (the sticky partitioner), headers with
-nulls, an explicit partition column with nulls, a topic column with two topics, a value longer than the
-varint table, a ``pa.Table`` without chunks. An import hook records where pandas was imported from; the test
-fails naming that place. Every row is acknowledged and an independent consumer counts them.
+How it works: pyarrow imports pandas (when installed, as it is here) the first time it converts Python objects
+(``pa.array``, ``pa.scalar``, a Python number given to a compute function): ~120 ms for every fresh process (pyspark
+4.3's own worker imports it after the sink's ``write`` returns). The bulk path builds its arrays and scalars from
+buffers instead (``sparkafka/producer/arrow/buffers.py``). A fresh child process, with and without the C
+accelerator, imports ``sparkafka.spark.writer`` and sends rows through ``send_arrow`` to the shared Apache Kafka
+node in every shape that reaches a different part of the path: keys of one length and of many (murmur2 by Arrow
+kernels in small and large groups, without the accelerator), null keys and keyless rows (the sticky partitioner),
+headers with nulls, an explicit partition column with nulls, a topic column with two topics, a value longer than the
+varint table, a ``pa.Table`` without chunks. An import hook records where pandas was imported from; the test fails
+naming that place. Every row is acknowledged and an independent consumer counts them.
 """
 
 from __future__ import annotations
