@@ -41,6 +41,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PATHS = ("keyed", "keyless", "keyed-python", "keyed-headers", "keyless-headers", "keyed-txn", "keyless-txn", "arrow")
 WARMUP = 5000
+_CHILD_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+"""numpy (imported with pyarrow by the arrow path) starts an OpenBLAS thread per core unless told not to:
+each is one more callgrind thread file and, spinning, instructions that vary from run to run."""
 ARROW_ROWS = 10_000
 
 
@@ -111,7 +114,7 @@ def count(path: str, bootstrap: str, topic: str, n: int, workdir: str, batch_siz
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}",
                     sys.executable, os.path.abspath(__file__), "--child", path, bootstrap, topic, str(n),
                     str(batch_size)],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_CHILD_ENV)
     totals: dict[str, int] = {}
     for name in glob.glob(out + "*"):
         with open(name) as f:
