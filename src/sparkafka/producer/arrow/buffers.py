@@ -5,13 +5,15 @@ Arrow: ``pa.array`` (even of an empty list or a numpy array), ``pa.scalar``, and
 compute function (``pc.equal(a, -1)``, ``a.fill_null(0)``), all of which go through its pandas check. That
 import costs ~120 ms of CPU in every fresh process that sends Arrow batches. (A Spark Python worker of
 pyspark 4.3 imports pandas anyway, but only after the sink's ``write`` returned: its
-``write_into_data_source`` builds the commit message with ``pa.array``. So there the rows of a fresh
-worker's first task go out before that import instead of after it.)
+``write_into_data_source`` builds the commit message with ``pa.array``. So there a fresh worker's first
+task sends its rows before that import instead of after it.)
+
 Arrays made with ``pa.Array.from_buffers`` over bytes packed here, and scalars taken from such arrays
 (``array[0]``), are the same values without that check: ``int_scalar``, ``binary_scalar`` and
 ``bool_scalar`` are what ``pa.scalar`` would give, ``int32_array`` and ``binary_array`` what ``pa.array``
-would, ``full`` what ``pa.nulls(n, type).fill_null(value)`` would. ``tests/integration/test_arrow_no_pandas.py``
-runs the bulk path in a fresh process and fails if pandas got imported. Pure functions: no sockets, threads or clocks.
+would, ``full`` what ``pa.nulls(n, type).fill_null(value)`` would.
+``tests/integration/test_arrow_no_pandas.py`` runs the bulk path in a fresh process and fails if pandas
+got imported. Pure functions: no sockets, threads or clocks.
 """
 
 from __future__ import annotations
