@@ -18,7 +18,8 @@ setup(
         Extension(
             "sparkafka._accel",
             sources=["src/sparkafka/_c/_accel.c", "src/sparkafka/_c/_append.c", "src/sparkafka/_c/_send_lane.c",
-                     "src/sparkafka/_c/_sender_io.c", "src/sparkafka/_c/_send_turns.c", "src/sparkafka/_c/_batch.c"],
+                     "src/sparkafka/_c/_sender_io.c", "src/sparkafka/_c/_send_turns.c", "src/sparkafka/_c/_batch.c",
+                     "src/sparkafka/_c/_produce_response.c"],
             depends=["src/sparkafka/_c/_accel_common.h", "src/sparkafka/_c/_append.h",
                      "src/sparkafka/_c/_sender_io.h"],
             optional=not REQUIRED,

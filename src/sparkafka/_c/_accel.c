@@ -35,6 +35,7 @@
  *       and the sending threads giving the GIL to it as soon as that wait ends.
  *   io_thread(), send_turn_stats() (_send_turns.c): busy sending threads taking turns without the GIL.
  *   finish_batch, patch_producer_state (_batch.c): a drained batch's header and CRC-32C.
+ *   decode_produce_response (_produce_response.c): the Produce response body as protocol/produce.py decodes it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -973,7 +974,8 @@ PyMODINIT_FUNC PyInit__accel(void) {
     if (module != NULL && (sparkafka_add_append_types(module) < 0 || sparkafka_add_send_lane(module) < 0
                            || sparkafka_add_sender_io_functions(module) < 0
                            || sparkafka_add_send_turn_functions(module) < 0
-                           || sparkafka_add_batch_functions(module) < 0))
+                           || sparkafka_add_batch_functions(module) < 0
+                           || sparkafka_add_produce_response_functions(module) < 0))
         Py_CLEAR(module);
     return module;
 }

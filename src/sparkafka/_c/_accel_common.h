@@ -137,5 +137,6 @@ int sparkafka_add_send_lane(PyObject *module);
 
 /* finish_batch and patch_producer_state (_batch.c), added to the module by PyInit__accel. */
 int sparkafka_add_batch_functions(PyObject *module);
+int sparkafka_add_produce_response_functions(PyObject *module);
 
 #endif
