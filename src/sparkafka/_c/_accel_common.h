@@ -137,6 +137,7 @@ int sparkafka_add_send_lane(PyObject *module);
 
 /* finish_batch and patch_producer_state (_batch.c), added to the module by PyInit__accel. */
 int sparkafka_add_batch_functions(PyObject *module);
+/* decode_produce_response (_produce_response.c), added the same way. */
 int sparkafka_add_produce_response_functions(PyObject *module);
 
 #endif

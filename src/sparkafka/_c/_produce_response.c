@@ -9,8 +9,8 @@
  * everything the Python decoder leaves to that codec (tagged fields, a null where none is allowed,
  * invalid UTF-8, a version outside 3-13) and for any input it cannot read whole; it is stricter than the
  * Python decoder only where the input is malformed anyway (an array count larger than the bytes left).
- * The Sender decodes one response per request: in Python that was ~54k instructions for a response of
- * one partition (callgrind), a sixth of the Sender's work per batch on the bulk Arrow path.
+ * The Sender decodes one response per request: a callgrind replay of one-partition responses through
+ * KafkaProtocol.receive_data took 53.8k instructions per response with the Python decoder, 32.8k with this.
  * tests/protocol/test_produce_response.py checks both decoders against the generic codec.
  */
 #define PY_SSIZE_T_CLEAN

@@ -188,7 +188,7 @@ def decode_produce_response_py(version: int, data: Buffer) -> dict[str, Any] | N
 
 decode_produce_response: Callable[[int, Buffer], dict[str, Any] | None] = (
     decode_produce_response_py if ACCEL is None else ACCEL.decode_produce_response)
-"""``decode_produce_response_py``, or its C twin (``_c/_produce_response.c``, ~8x fewer instructions)."""
+"""``decode_produce_response_py``, or its C twin when the accelerator is built (``_c/_produce_response.c``)."""
 
 
 def _compact_length(buf: Buffer, pos: int) -> tuple[int, int]:
