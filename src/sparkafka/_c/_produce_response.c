@@ -135,6 +135,22 @@ static int put(PyObject *dict, PyObject *key, PyObject *value) {
     return rc;
 }
 
+/* An array: its count, then ``count`` items read by ``item``, as a new list; NULL on unusual input (``ok``
+ * 0) or a Python error. */
+static PyObject *decode_array(Reader *r, int version, PyObject *(*item)(Reader *, int)) {
+    Py_ssize_t count = length(r, 4);
+    if (!r->ok)
+        return NULL;
+    PyObject *list = PyList_New(0);
+    for (Py_ssize_t i = 0; list != NULL && i < count; i++) {
+        PyObject *one = item(r, version);
+        if (one == NULL || PyList_Append(list, one) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(one);
+    }
+    return list;
+}
+
 static PyObject *decode_partition(Reader *r, int version) {
     int64_t index = (int32_t)read_be(r, 4);
     int64_t code = (int16_t)read_be(r, 2);
@@ -244,21 +260,9 @@ static PyObject *decode_topic(Reader *r, int version) {
     PyObject *partitions = NULL, *topic = NULL;
     if (name == NULL || topic_id == NULL)
         goto done;
-    Py_ssize_t count = length(r, 4);
-    if (!r->ok)
-        goto done;
-    partitions = PyList_New(0);
+    partitions = decode_array(r, version, decode_partition);
     if (partitions == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *part = decode_partition(r, version);
-        if (part == NULL)
-            goto done;
-        int rc = PyList_Append(partitions, part);
-        Py_DECREF(part);
-        if (rc < 0)
-            goto done;
-    }
     no_tagged_fields(r);
     if (!r->ok)
         goto done;
@@ -275,22 +279,10 @@ done:
 
 static PyObject *decode(const unsigned char *p, Py_ssize_t size, int version) {
     Reader r = {p, 0, size, version >= FIRST_FLEXIBLE, 1};
-    Py_ssize_t topics = length(&r, 4);
-    if (!r.ok)
-        Py_RETURN_NONE;
-    PyObject *responses = PyList_New(0);
-    if (responses == NULL)
-        return NULL;
     PyObject *result = NULL;
-    for (Py_ssize_t i = 0; i < topics; i++) {
-        PyObject *topic = decode_topic(&r, version);
-        if (topic == NULL)
-            goto done;
-        int rc = PyList_Append(responses, topic);
-        Py_DECREF(topic);
-        if (rc < 0)
-            goto done;
-    }
+    PyObject *responses = decode_array(&r, version, decode_topic);
+    if (responses == NULL)
+        goto done;
     int64_t throttle = (int32_t)read_be(&r, 4);
     no_tagged_fields(&r);
     if (!r.ok)
@@ -301,7 +293,7 @@ static PyObject *decode(const unsigned char *p, Py_ssize_t size, int version) {
                            || put(result, k_endpoints, PyList_New(0)) < 0))
         Py_CLEAR(result);
 done:
-    Py_DECREF(responses);
+    Py_XDECREF(responses);
     if (result == NULL && !PyErr_Occurred())
         Py_RETURN_NONE; /* unusual input: the generic codec decides */
     return result;

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Sequence
+from itertools import accumulate
 
 import pyarrow as pa
 
@@ -67,11 +68,7 @@ def binary_array(values: Sequence[bytes], type_: pa.DataType | None = None) -> p
         code = "i"
     else:
         raise TypeError(f"binary_array needs binary or large_binary, got {type_}")
-    offsets = array(code, [0])
-    end = 0
-    for v in values:
-        end += len(v)
-        offsets.append(end)
+    offsets = array(code, accumulate(map(len, values), initial=0))
     if not _LITTLE:
         offsets.byteswap()
     return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
