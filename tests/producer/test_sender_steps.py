@@ -719,6 +719,33 @@ def test_produce_13_names_topics_by_the_ids_metadata_gave() -> None:
     assert future.result(0).offset == 41
 
 
+def test_produce_13_takes_the_ids_of_each_new_metadata_snapshot() -> None:
+    """The Sender keeps the ids of one metadata snapshot: a topic re-created under a new id (a new snapshot)
+    is named by the new id, while the answer to a request sent before still finds its topic by the old one."""
+    old_id, new_id = bytes(range(1, 17)), bytes(range(2, 18))
+    rig = Rig()
+    rig.cluster.topic_ids[T] = old_id
+    rig.client.produce_version = 13
+    first = rig.send(b"a")
+    req1 = rig.step_one()
+    assert [t["topic_id"] for t in req1.produce()["topic_data"]] == [old_id]
+    renewed = FakeCluster(dict(rig.cluster.leaders), topic_ids={T: new_id})
+    rig.cluster = rig.metadata.cluster = renewed
+    second = rig.send(b"b", partition=1)
+    req2 = rig.step_one()
+    assert [t["topic_id"] for t in req2.produce()["topic_data"]] == [new_id]
+    req1.topic_names = {old_id: T}
+    req2.topic_names = {new_id: T}
+    rig.client.respond_produce(req1, offsets={(T, 0): 7})
+    rig.client.respond_produce(req2, offsets={(T, 1): 9})
+    rig.step()
+    assert (first.result(0).offset, second.result(0).offset) == (7, 9)
+    # a snapshot without an id for the topic: v12, by name
+    rig.cluster = rig.metadata.cluster = FakeCluster(dict(rig.cluster.leaders))
+    rig.send(b"c", partition=2)
+    assert rig.step_one().version == 12
+
+
 def test_a_broker_whose_produce_versions_are_all_above_our_cap_fails_the_batch_typed() -> None:
     # Java's latestUsableVersion(PRODUCE, 3, cap): no overlap is an UnsupportedVersionException. The Sender
     # took min(negotiated, cap) and sent a version the broker had said it does not support.
