@@ -483,6 +483,36 @@ def test_max_in_flight_one_mutes_the_partition_until_the_response() -> None:
     assert rig.step_one().values((T, 0)) == [b"b"]
 
 
+@pytest.mark.parametrize("error", [errors.AuthenticationError("SASL re-authentication failed"),
+                                   errors.UnsupportedVersionError("the broker dropped Produce v3")])
+def test_max_in_flight_one_unmutes_a_partition_whose_request_failed_for_good(error: Exception) -> None:
+    """A request answered with an error that fails its batches at once (no retry) unmutes their partitions
+    (Java's completeBatch unmutes on every outcome): the partition's next batch is sent, not held until it
+    expires."""
+    rig = Rig(in_order=True)
+    f_a = rig.send(b"a", partition=0)
+    first = rig.step_one()
+    rig.send(b"b", partition=0)
+    assert rig.step() == []
+    rig.client.respond(first, error=error)
+    rig.step()
+    assert f_a.exception(0) is error
+    assert not rig.accumulator.is_muted((T, 0))
+    assert rig.step_one().values((T, 0)) == [b"b"]
+
+
+def test_max_in_flight_one_unmutes_when_no_produce_version_is_usable() -> None:
+    """The batches of a request that cannot be sent (no Produce version both sides support) fail and their
+    partitions are unmuted, as after an answer."""
+    rig = Rig(in_order=True)
+    rig.client.produce_version = 13
+    rig.client.produce_min_version = 13  # above our cap without topic ids (12)
+    f_a = rig.send(b"a", partition=0)
+    assert rig.step() == []
+    assert isinstance(f_a.exception(0), errors.UnsupportedVersionError)
+    assert not rig.accumulator.is_muted((T, 0))
+
+
 def test_muted_partition_stays_muted_during_retry() -> None:
     rig = Rig(in_order=True, retry_backoff_ms=10)
     f_a = rig.send(b"a", partition=0)

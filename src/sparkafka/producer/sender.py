@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
@@ -352,9 +353,7 @@ class Sender:
                 if id_of is None:
                     version = self.client.api_version(node, _PRODUCE, PRODUCE_MAX_VERSION_WITH_NAMES)
         except errors.UnsupportedVersionError as exc:  # the broker is too old for RecordBatch v2
-            for b in batches:
-                self._remove_in_flight(b)
-                self._fail_batch(b, exc, adjust_sequences=False)
+            self._fail_without_retry(batches, exc)
             return
         by_topic: dict[str, list[tuple[int, Any]]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
@@ -422,10 +421,7 @@ class Sender:
         if resp.error is not None:
             exc = resp.error
             if isinstance(exc, (errors.UnsupportedVersionError, errors.AuthenticationError)):
-                for b in by_tp.values():
-                    self._remove_in_flight(b)
-                    if not b.is_done():
-                        self._fail_batch(b, exc, adjust_sequences=False)
+                self._fail_without_retry(by_tp.values(), exc)
                 return
             code = exc.code if isinstance(exc, errors.BrokerError) else errors.NETWORK_EXCEPTION
             log.debug("produce request to node %s failed: %r", resp.node_id, exc)
@@ -456,6 +452,18 @@ class Sender:
         for b in unanswered.values():
             complete(b, errors.NETWORK_EXCEPTION, -1, -1, -1, None,
                      "the broker's response did not mention this partition", now)
+
+    def _fail_without_retry(self, batches: Iterable[ProducerBatch], exc: BaseException) -> None:
+        """Fail the batches of a request that cannot be sent or was refused as a whole (no Produce version in
+        common, authentication failed): out of flight, their partitions unmuted (Java's ``completeBatch``
+        unmutes on every outcome, else a partition stays muted until its next batch expires), and each
+        not yet done fails with ``exc``."""
+        for b in batches:
+            self._remove_in_flight(b)
+            if self.guarantee_message_order:
+                self.accumulator.unmute(b.tp)
+            if not b.is_done():
+                self._fail_batch(b, exc, adjust_sequences=False)
 
     def _complete_batch(self, batch: ProducerBatch, code: int, base_offset: int, log_append_time: int,
                         log_start_offset: int, record_errors: list[dict[str, Any]] | None,
