@@ -5,7 +5,8 @@ Why: neither test broker filters aborted transactions for an ordinary consumer. 
 and LastStableOffset = high watermark; Tansu never lists aborted transactions. So a confluent-kafka
 consumer with isolation.level=read_committed still returns aborted records on both.
 
-How it works: ``read_log`` asks each partition's leader (from confluent-kafka's metadata) with raw Fetch
+How it works: ``read_log`` asks each partition's leader (from confluent-kafka's metadata; asked again while
+a leader moves, as after a cluster restart: NOT_LEADER_OR_FOLLOWER and the like, for up to 30 s) with raw Fetch
 v4 requests (``support.wire``) for every batch from offset 0 to the high watermark, and decodes them
 (``sparkafka.record.reader`` for data batches; control batches are parsed here because the mock
 writes them with a zero CRC; the mock returns one batch per Fetch). ``committed_view`` then does what a
@@ -17,6 +18,7 @@ not visible; non-transactional records are visible at once.
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
@@ -28,6 +30,13 @@ __all__ = ["LogBatch", "LogRecord", "committed_view", "control_markers", "read_l
 
 FETCH = 1
 _CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
+_LEADER_MOVING = {3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER"}
+"""Fetch errors of a partition whose leadership is moving: ask the metadata for the leader again."""
+_LEADER_WAIT_S = 30.0
+
+
+class LeaderMoving(Exception):
+    """A Fetch answered with one of ``_LEADER_MOVING``."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,8 @@ def _fetch_once(conn: RawConnection, topic: str, partition: int, offset: int) ->
     pos += 2 + name_len + 4  # name, partitions count
     _index, error, high_watermark, _lso = struct.unpack_from(">ihqq", data, pos)
     pos += 4 + 2 + 8 + 8
+    if error in _LEADER_MOVING:
+        raise LeaderMoving(f"Fetch {topic}-{partition}@{offset}: {_LEADER_MOVING[error]}")
     assert error == 0, f"Fetch {topic}-{partition}@{offset}: error {error}"
     (aborted,) = struct.unpack_from(">i", data, pos)
     pos += 4 + max(aborted, 0) * 16
@@ -116,24 +127,35 @@ def _split_batches(raw: bytes, partition: int) -> list[LogBatch]:
 
 def read_log(bootstrap: str, topic: str) -> dict[int, list[LogBatch]]:
     """Every batch of every partition, in offset order."""
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=10)
-    brokers = {b.id: (b.host, b.port) for b in metadata.brokers.values()}
-    out: dict[int, list[LogBatch]] = {}
-    for partition, info in sorted(metadata.topics[topic].partitions.items()):
-        host, port = brokers[info.leader]
-        batches: list[LogBatch] = []
-        with RawConnection(str(host), int(port)) as conn:
-            offset = 0
-            while True:
-                high_watermark, raw = _fetch_once(conn, topic, partition, offset)
-                if offset >= high_watermark or not raw:
-                    break
-                for batch in _split_batches(raw, partition):
-                    if batch.last_offset >= offset:
-                        batches.append(batch)
-                    offset = batch.last_offset + 1
-        out[partition] = batches
-    return out
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = sorted(admin.list_topics(topic=topic, timeout=10).topics[topic].partitions)
+    return {partition: _read_partition(admin, topic, partition) for partition in partitions}
+
+
+def _read_partition(admin: AdminClient, topic: str, partition: int) -> list[LogBatch]:
+    batches: list[LogBatch] = []
+    offset = 0
+    deadline = time.monotonic() + _LEADER_WAIT_S
+    while True:
+        metadata = admin.list_topics(topic=topic, timeout=10)
+        leader = metadata.topics[topic].partitions[partition].leader
+        broker = metadata.brokers.get(leader)
+        try:
+            if broker is None:
+                raise LeaderMoving(f"{topic}-{partition} has no leader (metadata says {leader})")
+            with RawConnection(str(broker.host), int(broker.port)) as conn:
+                while True:
+                    high_watermark, raw = _fetch_once(conn, topic, partition, offset)
+                    if offset >= high_watermark or not raw:
+                        return batches
+                    for batch in _split_batches(raw, partition):
+                        if batch.last_offset >= offset:
+                            batches.append(batch)
+                        offset = batch.last_offset + 1
+        except (LeaderMoving, ConnectionError):  # ConnectionError: the leader named a moment ago is down
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def control_markers(log: dict[int, list[LogBatch]]) -> list[tuple[int, int, str]]:
