@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from sparkafka.accel import ACCEL
 from sparkafka.errors import ProtocolError
+from sparkafka.protocol import framing
 from sparkafka.protocol.framing import decode_response_body
 from sparkafka.protocol.messages import PRODUCE, ApiKey
 from sparkafka.protocol.produce import decode_produce_response, decode_produce_response_py
@@ -30,7 +31,12 @@ DECODERS = [pytest.param(decode_produce_response_py, id="python")] + (
 
 
 def test_the_producer_uses_the_c_decoder_when_it_is_built() -> None:
-    assert decode_produce_response is (decode_produce_response_py if ACCEL is None else ACCEL.decode_produce_response)
+    """What the response framing calls per Produce response (``framing.decode_response_body``)."""
+    expected = decode_produce_response_py if ACCEL is None else ACCEL.decode_produce_response
+    assert vars(framing)["decode_produce_response"] is expected  # the name framing.py imported
+    assert decode_produce_response is expected
+
+
 _TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=10)
 _INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 _INT32 = st.integers(-(1 << 31), (1 << 31) - 1)

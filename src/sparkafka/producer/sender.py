@@ -455,13 +455,10 @@ class Sender:
 
     def _fail_without_retry(self, batches: Iterable[ProducerBatch], exc: BaseException) -> None:
         """Fail the batches of a request that cannot be sent or was refused as a whole (no Produce version in
-        common, authentication failed): out of flight, their partitions unmuted (Java's ``completeBatch``
-        unmutes on every outcome, else a partition stays muted until its next batch expires), and each
-        not yet done fails with ``exc``."""
+        common, authentication failed): each is answered (``_answered``) and, if not done yet, fails with
+        ``exc``."""
         for b in batches:
-            self._remove_in_flight(b)
-            if self.guarantee_message_order:
-                self.accumulator.unmute(b.tp)
+            self._answered(b)
             if not b.is_done():
                 self._fail_batch(b, exc, adjust_sequences=False)
 
@@ -480,9 +477,7 @@ class Sender:
         """``_complete_batch`` for an answer without error to a batch that is not done yet (the usual
         case, one call less per batch), with the same guard."""
         try:
-            self._remove_in_flight(batch)
-            if self.guarantee_message_order:
-                self.accumulator.unmute(batch.tp)
+            self._answered(batch)
             self._complete_ok(batch, base_offset, log_append_time)
         except Exception as exc:
             self._fail_after_internal_error(batch, 0, exc)
@@ -499,9 +494,7 @@ class Sender:
                                   log_start_offset: int, record_errors: list[dict[str, Any]] | None,
                                   error_message: str | None, now: float) -> None:
         tm = self.tm
-        self._remove_in_flight(batch)
-        if self.guarantee_message_order:
-            self.accumulator.unmute(batch.tp)
+        self._answered(batch)
         if batch.final_state is not None:
             # expired while on the wire, or aborted: only the sequence bookkeeping is left to do, and
             # (as Java, whose completeBatch goes on to its metadata check) a stale leader is refreshed
@@ -580,12 +573,18 @@ class Sender:
             return self.tm.can_retry(code, batch, log_start_offset)
         return errors.error_class_for_code(code).retriable
 
-    def _remove_in_flight(self, batch: ProducerBatch) -> None:
-        lst = self.in_flight_batches.get(batch.tp)
+    def _answered(self, batch: ProducerBatch) -> None:
+        """A batch's request is over, whatever its outcome: out of the in-flight list, and its partition
+        unmuted when ``max.in.flight.requests.per.connection`` is 1 (Java's ``completeBatch`` unmutes on
+        every outcome; a path that forgot it left the partition muted until its next batch expired)."""
+        tp = batch.tp
+        lst = self.in_flight_batches.get(tp)
         if lst is not None:
             remove_in_flight(lst, batch)
             if not lst:
-                del self.in_flight_batches[batch.tp]
+                del self.in_flight_batches[tp]
+        if self.guarantee_message_order:
+            self.accumulator.unmute(tp)
 
     def _complete_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         tm = self.tm
