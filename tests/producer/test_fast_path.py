@@ -18,6 +18,7 @@ from sparkafka import accel
 from sparkafka._clock import ManualClock
 from sparkafka.producer import future as future_module
 from sparkafka.producer import murmur2 as m
+from sparkafka.producer import producer_batch as producer_batch_module
 from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.future import FutureRecordMetadata, RecordMetadata
 from sparkafka.producer.producer_batch import ProducerBatch
@@ -177,6 +178,79 @@ def test_c_batch_append_matches_python(records: list[tuple[int, bytes | None, by
             == (py_batch.record_count, py_batch.appended_bytes, py_batch.builder.estimated_size_in_bytes)
     assert c_batch._callbacks == py_batch._callbacks
     assert bytes(c_batch.close()) == bytes(py_batch.close())
+
+
+def _python_try_append(batch: ProducerBatch, ts: int, key: bytes | None, value: bytes | None, callback: Any,
+                       now: float) -> FutureRecordMetadata | None:
+    """``ProducerBatch.try_append`` with the Python rule (the C one switched off for the call)."""
+    kept = producer_batch_module._c_try_append
+    producer_batch_module._c_try_append = None
+    try:
+        return batch.try_append(ts, key, value, None, callback, now)
+    finally:
+        producer_batch_module._c_try_append = kept
+
+
+@settings(max_examples=80, deadline=None)
+@given(records=st.lists(st.tuples(st.integers(-100, 10**6), st.none() | st.binary(max_size=40),
+                                  st.none() | st.binary(max_size=700), st.booleans()), min_size=1, max_size=40),
+       codec=st.sampled_from([CompressionType.NONE, CompressionType.GZIP]),
+       buffer=st.sampled_from([0, 300, 2048]), ratio=st.sampled_from([1.0, 0.4, 1.3]))
+def test_c_try_append_matches_the_python_rule(records: list[tuple[int, bytes | None, bytes | None, bool]],
+                                              codec: CompressionType, buffer: int, ratio: float) -> None:
+    """``ProducerBatch.try_append`` of records without headers in C (``BatchState.try_append_general``) and in
+    Python: the first record, the ones that fill the batch, the ones refused (no room, a short pooled buffer:
+    ``wanted_capacity``), records moving to a private buffer: same futures, counts, sizes, callback entries,
+    state and bytes."""
+    if producer_batch_module._c_try_append is None:
+        pytest.skip("the C accelerator is not built")
+
+    def new_batch() -> ProducerBatch:
+        pooled = bytearray(buffer) if buffer else None
+        return ProducerBatch(("t", 1), RecordBatchBuilder(pooled, 2048, codec, None, ratio), 1000.0, pooled,
+                             pooled is not None)
+
+    c_batch, py_batch = new_batch(), new_batch()
+    for i, (ts, key, value, with_callback) in enumerate(records):
+        cb = print if with_callback else None
+        got = c_batch.try_append(TS + ts, key, value, None, cb, float(i))
+        want = _python_try_append(py_batch, TS + ts, key, value, cb, float(i))
+        assert (got is None) == (want is None)
+        if got is not None and want is not None:
+            assert (got.relative_offset, got.create_timestamp, got.serialized_key_size, got.serialized_value_size) \
+                == (want.relative_offset, want.create_timestamp, want.serialized_key_size, want.serialized_value_size)
+        cb_, pb = c_batch.builder, py_batch.builder
+        assert (c_batch.record_count, c_batch.appended_bytes, c_batch.last_append_ms) \
+            == (py_batch.record_count, py_batch.appended_bytes, py_batch.last_append_ms)
+        assert (cb_.record_count, cb_.estimated_size_in_bytes, cb_.uncompressed_bytes, cb_.base_timestamp,
+                cb_._max_timestamp, cb_._pos, cb_.wanted_capacity, cb_._buf is cb_._buffer,
+                bytes(cb_._buf[:cb_._pos])) \
+            == (pb.record_count, pb.estimated_size_in_bytes, pb.uncompressed_bytes, pb.base_timestamp,
+                pb._max_timestamp, pb._pos, pb.wanted_capacity, pb._buf is pb._buffer, bytes(pb._buf[:pb._pos]))
+        if i == len(records) // 2 and with_callback:
+            c_batch.builder.seal()
+            py_batch.builder.seal()
+    assert c_batch._callbacks == py_batch._callbacks
+    assert bytes(c_batch.close()) == bytes(py_batch.close())
+
+
+@pytest.mark.parametrize("codec,ratio", [(CompressionType.NONE, 1.0), (CompressionType.GZIP, 0.5)])
+def test_c_try_append_takes_and_refuses_at_the_same_sizes_as_python(codec: CompressionType, ratio: float) -> None:
+    """Every second-record size from nothing to past the limit, C against Python: the record that exactly
+    fills the batch is taken, the one a byte longer is not (the boundary a random test rarely hits)."""
+    if producer_batch_module._c_try_append is None:
+        pytest.skip("the C accelerator is not built")
+    taken = []
+    for size in range(0, 1100):
+        pair = [ProducerBatch(("t", 1), RecordBatchBuilder(None, 1024, codec, None, ratio), 1000.0) for _ in "cp"]
+        pair[0].try_append(TS, b"k", b"v" * 100, None, None, 0.0)
+        _python_try_append(pair[1], TS, b"k", b"v" * 100, None, 0.0)
+        got = pair[0].try_append(TS + 1, None, b"x" * size, None, None, 1.0)
+        want = _python_try_append(pair[1], TS + 1, None, b"x" * size, None, 1.0)
+        assert (got is None) == (want is None), size
+        assert pair[0].builder.is_full() == pair[1].builder.is_full(), size
+        taken.append(got is not None)
+    assert taken[0] and not taken[-1] and taken == sorted(taken, reverse=True)  # one boundary, hit exactly
 
 
 def test_fast_path_callbacks_get_metadata_in_append_order() -> None:

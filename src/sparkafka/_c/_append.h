@@ -35,6 +35,12 @@
  * into a longer pooled buffer or starts a new batch, so no record of a short-buffered batch lies in
  * memory ``buffer.memory`` does not count. The check runs only for a record that overflows the buffer.
  *
+ * ``BatchState.try_append_general`` (what ``ProducerBatch.try_append`` runs for a record without headers)
+ * plans and commits with ``RecordBatchBuilder.try_append``'s rule instead: a batch's first record always
+ * fits, a later one while the estimate plus its size stays within the write limit (and the uncompressed cap),
+ * including the one that fills the batch; a record that would overflow a short pooled buffer is left to the
+ * Python ``try_append`` (it sets ``wanted_capacity``).
+ *
  * An append is planned first (``sparkafka_batch_plan``: every check, no change), then committed
  * (``sparkafka_batch_commit``): every new object is made first, then the changes, which cannot fail.
  * Neither step runs Python code, releases the GIL or makes an object the cyclic GC tracks (the send

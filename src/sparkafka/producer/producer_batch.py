@@ -1,28 +1,28 @@
 """One batch of records for one partition, from first append to final completion (Java's ``ProducerBatch``).
 
-How it works: the batch wraps a ``RecordBatchBuilder`` (which keeps the appended records and encodes
-them once, at ``close``) and a ``ProduceRequestResult`` shared by the futures of its records.
-``try_append`` returns a ``FutureRecordMetadata`` (or None when the batch has no room); records that
-have a callback are remembered in one flat list, five slots each: ``callback, index, timestamp_delta,
-key_size, value_size`` (``try_append``, and ``try_append_open``, the producer's fast path: the
-open-batch append rule of ``RecordBatchBuilder.try_append_open``, then the record's index and callback
-entry; no headers, refuses the record that would fill the batch, does not touch ``last_append_ms``; with
-the accelerator it is ``sparkafka._accel.BatchState.try_append_open``, the same in C, whose attributes
-are this class's base, ``_c/_append.h``); only the batches a split makes hold ``callback, future, 0, 0,
-0`` entries (futures of the batch they came from). So a batch keeps no object per record alive besides
-plain ints (the record itself is already encoded by the builder, and the future is freed as soon as the
-caller drops it), and a callback's metadata is built from those ints at completion without a type check
-per record. With the accelerator that list is one the cyclic garbage collector does not track (it would
-walk every slot of every batch in the accumulator on each collection); completion drops it. The Sender
-drives the rest of the life cycle: ``close`` when drained (idempotent), ``set_producer_state`` for
-idempotence (before close it is passed to the builder, after close the header is patched and the CRC
-redone), ``reenqueued`` for retries, and ``done``/``abort`` exactly once (``succeed`` is ``done`` without
-an error, in fewer steps: the Sender's usual answer) — the first completion wins,
-the result is published, then callbacks run in append order (each guarded, so one raising callback does
-not stop the others; a successful batch builds each ``RecordMetadata`` straight from the batch result),
-then waiters are released. A batch the broker rejects as too large is ``split`` into new batches built
-outside the buffer pool from the same records; the old result redirects every record to its new batch,
-so user futures and callbacks complete from there.
+How it works: the batch wraps a ``RecordBatchBuilder`` (which keeps the appended records and encodes them
+once, at ``close``) and a ``ProduceRequestResult`` shared by the futures of its records. ``try_append``
+returns a ``FutureRecordMetadata`` (or None when the batch has no room); records that have a callback are
+remembered in one flat list, five slots each: ``callback, index, timestamp_delta, key_size, value_size``
+(``try_append``, and ``try_append_open``, the producer's fast path: the open-batch append rule of
+``RecordBatchBuilder.try_append_open``, then the record's index and callback entry; no headers, refuses the
+record that would fill the batch, does not touch ``last_append_ms``; with the accelerator it is
+``sparkafka._accel.BatchState.try_append_open``, the same in C, whose attributes are this class's base,
+``_c/_append.h``; ``try_append`` of a record without headers is ``BatchState.try_append_general``,
+``try_append``'s rule in C); only the batches a split makes hold ``callback, future, 0, 0, 0`` entries
+(futures of the batch they came from). So a batch keeps no object per record alive besides plain ints (the
+record itself is already encoded by the builder, and the future is freed as soon as the caller drops it), and
+a callback's metadata is built from those ints at completion without a type check per record. With the
+accelerator that list is one the cyclic garbage collector does not track (it would walk every slot of every
+batch in the accumulator on each collection); completion drops it. The Sender drives the rest of the life
+cycle: ``close`` when drained (idempotent), ``set_producer_state`` for idempotence (before close it is passed
+to the builder, after close the header is patched and the CRC redone), ``reenqueued`` for retries, and
+``done``/``abort`` exactly once (``succeed`` is ``done`` without an error, in fewer steps: the Sender's usual
+answer) — the first completion wins, the result is published, then callbacks run in append order (each
+guarded, so one raising callback does not stop the others; a successful batch builds each ``RecordMetadata``
+straight from the batch result), then waiters are released. A batch the broker rejects as too large is
+``split`` into new batches built outside the buffer pool from the same records; the old result redirects every
+record to its new batch, so user futures and callbacks complete from there.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ _new_callback_list: Callable[[], list[object]] = getattr(ACCEL, "untracked_list"
 """An empty list for a batch's callback entries; with the accelerator, one the cyclic GC does not track
 (walking them was about 5% of the producer's CPU: see ``_accel.c``). ``_complete`` replaces it."""
 _c_run_success_callbacks: Callable[..., None] | None = getattr(ACCEL, "run_success_callbacks", None)
+_c_try_append: Callable[..., int] | None = getattr(getattr(ACCEL, "BatchState", None), "try_append_general", None)
+"""``try_append``'s rule in C for a record without headers (``_c/_append.c``), the unbound method; None
+without the accelerator. ``tests/producer/test_fast_path.py`` checks it against the Python rule."""
 """The C loop of ``_run_success_callbacks`` (same calls and metadata; a raising callback goes to
 ``_report_callback_error``)."""
 
@@ -203,6 +206,17 @@ class ProducerBatch(_BatchState):
         now: float,
     ) -> FutureRecordMetadata | None:
         """Append a record; None if the batch has no room (or is closed for appends)."""
+        if headers is None and _c_try_append is not None:
+            # the rule in C for a record without headers (BatchState.try_append_general); -2: Python decides
+            key_size = -1 if key is None else len(key)
+            value_size = -1 if value is None else len(value)
+            index = _c_try_append(self, timestamp, key, value, callback, key_size, value_size)
+            if index >= 0:
+                self.last_append_ms = now
+                return FutureRecordMetadata(self.result, index, timestamp, key_size, value_size)
+            if index == -1:
+                self.builder.wanted_capacity = 0
+                return None
         grown = self.builder.try_append(timestamp, key, value, headers)
         if grown < 0:
             return None
