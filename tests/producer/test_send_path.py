@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkafka import errors
 from sparkafka._clock import SYSTEM_CLOCK, ManualClock
 from sparkafka.net.cluster import Cluster
 from sparkafka.net.metadata import Metadata
@@ -164,4 +165,109 @@ def test_the_send_lane_sees_a_producer_error_and_a_closed_accumulator_at_once() 
         producer._accumulator._closed = False
         assert lane_takes(10) == 10
     finally:
+        producer.close(0)
+
+
+def _unreachable_producer(config: dict[str, Any], topics: dict[str, int]) -> KafkaProducer:
+    """A producer whose metadata knows ``topics`` on a broker at port 1 (nothing is ever sent)."""
+    producer = KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "linger.ms": 600_000, "enable.idempotence": True,
+                              "metadata.max.age.ms": 600_000, "metadata.recovery.strategy": "none", **config})
+    body = _metadata_body(topics)
+    body["brokers"] = [{"node_id": 1, "host": "127.0.0.1", "port": 1, "rack": None}]
+    for topic in topics:
+        producer._metadata.add_topic(topic, SYSTEM_CLOCK.monotonic_ms())
+    producer._metadata.update(body, SYSTEM_CLOCK.monotonic_ms())
+    return producer
+
+
+@pytest.mark.skipif(_SendLane is None, reason="the C accelerator is not in use")
+def test_records_that_open_batches_skip_the_python_send_and_keep_javas_partition_and_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record the lane checked but that opens (or fills) a batch goes to ``_append_from_lane`` with the
+    lane's partition, not through the whole Python ``send``: every record lands where ``send()`` puts it
+    (murmur2 as Java for keys, the sticky partitioner without), in order, each batch's records numbered
+    from 0."""
+    calls = {"send": 0, "append": 0}
+    python_send, from_lane = KafkaProducer.send, KafkaProducer._append_from_lane
+
+    def counting_send(self: KafkaProducer, *args: Any, **kwargs: Any) -> Any:
+        calls["send"] += 1
+        return python_send(self, *args, **kwargs)
+
+    def counting_append(self: KafkaProducer, *args: Any) -> Any:
+        calls["append"] += 1
+        return from_lane(self, *args)
+
+    monkeypatch.setattr(KafkaProducer, "send", counting_send)
+    monkeypatch.setattr(KafkaProducer, "_append_from_lane", counting_append)
+    producer = _unreachable_producer({"batch.size": 1024}, {"t": 5})
+    try:
+        lane: Any = producer._send_lane
+        assert lane is not None
+        keys = [b"key-%d" % (i % 13) for i in range(600)]
+        sent: list[tuple[bytes | None, Any]] = [
+            (key, producer.send("t", b"v%04d" % i + bytes(90), key)) for i, key in enumerate(keys)]
+        sent += [(None, producer.send("t", b"n%04d" % i + bytes(90))) for i in range(300)]
+        assert calls["send"] == 0 and calls["append"] == lane.handed_over > 20  # every batch opened off the lane
+        batches: dict[tuple[str, int], list[Any]] = {}
+        for key, future in sent:
+            assert isinstance(future, FutureRecordMetadata)
+            tp = (future._produce_result.topic, future._produce_result.partition)
+            if key is not None:
+                assert tp[1] == (murmur2_py(key) & 0x7FFFFFFF) % 5
+            batches.setdefault(tp, []).append(future)
+        for tp, futures in batches.items():
+            results: list[Any] = []
+            for f in futures:  # a partition's records fill its batches one after another, each from index 0
+                if not results or f._produce_result is not results[-1][0]:
+                    results.append((f._produce_result, []))
+                results[-1][1].append(f.relative_offset)
+            assert all(indexes == list(range(len(indexes))) for _, indexes in results), tp
+            queue = producer._accumulator._queue_of(tp)
+            assert queue is not None and [b.result for b in queue.deque] == [r for r, _ in results]
+            assert [b.record_count for b in queue.deque] == [len(i) for _, i in results]
+        keyless = {(f._produce_result.partition) for key, f in sent if key is None}
+        assert len(keyless) > 1  # the sticky partitioner switched partitions as batches filled
+    finally:
+        producer.close(0)
+
+
+@pytest.mark.skipif(_SendLane is None, reason="the C accelerator is not in use")
+def test_a_batch_the_lane_hands_on_without_memory_fails_its_record_as_send_does() -> None:
+    """``buffer.memory`` for two batches, ``max.block.ms`` 0, nothing drained: the record that needs a third
+    batch goes from the lane to ``_append_from_lane``, whose ``BufferExhaustedError`` fails that record's
+    future and callback (Java's send returns it), and the producer goes on taking records that fit."""
+    producer = _unreachable_producer({"batch.size": 1024, "buffer.memory": 2048, "max.block.ms": 0}, {"t": 1})
+    try:
+        lane: Any = producer._send_lane
+        assert lane is not None
+        seen: list[Any] = []
+        futures = [producer.send("t", bytes(100), b"k", callback=lambda md, exc: seen.append(exc))
+                   for _ in range(30)]
+        failed = [f for f in futures if not isinstance(f, FutureRecordMetadata)]
+        assert failed and lane.handed_over >= 2
+        with pytest.raises(errors.BufferExhaustedError):
+            failed[0].get(0)
+        assert seen and all(isinstance(exc, errors.BufferExhaustedError) for exc in seen)
+        assert len(seen) == len(failed)
+        assert producer.metrics()["record-error-total"] == len(failed)
+    finally:
+        producer.close(0)
+
+
+@pytest.mark.skipif(_SendLane is None, reason="the C accelerator is not in use")
+def test_a_record_handed_on_while_the_producer_closes_takes_the_python_send() -> None:
+    """Closing disables the lane; a record handed on in between (the flag set, the lane not yet disabled)
+    goes through the whole Python send, which refuses it with the closed producer's error."""
+    producer = _unreachable_producer({"batch.size": 1024}, {"t": 1})
+    try:
+        lane: Any = producer._send_lane
+        producer.send("t", bytes(100), b"k")
+        producer._closing = True
+        assert lane.enabled
+        with pytest.raises(errors.ProducerClosedError, match="the producer is closed"):
+            for _ in range(20):  # the first record that needs a new batch
+                producer.send("t", bytes(100), b"k")
+    finally:
+        producer._closing = False
         producer.close(0)

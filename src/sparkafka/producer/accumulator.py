@@ -467,7 +467,9 @@ class RecordAccumulator:
         dq = pq.deque
         if dq:
             last = dq[-1]
-            future = last.try_append(timestamp, key, value, headers, callback, now)
+            # closed for appends (usually: the caller sealed it), try_append would refuse after sizing the record
+            future = None if last.builder._appends_closed else last.try_append(timestamp, key, value, headers,
+                                                                                 callback, now)
             if future is not None:
                 self.records_appended += 1
                 return RecordAppendResult(future, len(dq) > 1 or last.builder.is_full(), False, pq.tp[1])

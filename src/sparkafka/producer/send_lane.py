@@ -5,8 +5,11 @@ How it works: with the C accelerator built (``sparkafka.accel``), ``install_send
 shadows the class's Python ``send``. The lane appends a record exactly as the Python fast path
 (``KafkaProducer.send`` -> ``RecordAccumulator.append_open``) would when it can: topic a str, key
 and value bytes or None, no partition, timestamp or headers, the topic's metadata known, the record
-leaving its partition's open batch open, the partition queue's lock free. Every other call goes to
-the Python ``send`` unchanged (the lane changes nothing first), so behaviour and errors are the
+leaving its partition's open batch open, the partition queue's lock free. A record it checked but
+cannot append that way (it opens or fills a batch, the sticky partition switches, the lock is held)
+goes to ``KafkaProducer._append_from_lane`` with the partition and timestamp the lane chose: the rest
+of ``send`` from ``RecordAccumulator.append`` on. Every other call goes to the Python ``send``
+unchanged. The lane changes nothing before it hands a call over, so behaviour and errors are the
 Python ones. What the lane reads and changes is the interface of ``_c/_append.h`` (the state classes
 the batch, its builder, the partitioner and the future are built on, and the open-batch append rule
 ``ProducerBatch.try_append_open`` runs in C) plus what ``_send_lane.c`` lists: the accumulator's
@@ -37,6 +40,7 @@ def install_send_lane(producer: KafkaProducer, python_send: Any) -> Any:
             or producer._partitioner is not None or (tm is not None and tm.transactional_id is not None)):
         return None
     lane = _SendLane(types.MethodType(python_send, producer), producer._metadata, producer._accumulator, tm,
-                     producer._record_limit, producer._ignore_keys, FutureRecordMetadata)
+                     producer._record_limit, producer._ignore_keys, FutureRecordMetadata,
+                     producer._append_from_lane)
     producer.__dict__["send"] = lane
     return lane
