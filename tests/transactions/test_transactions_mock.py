@@ -11,12 +11,13 @@ future ``send()`` returns, as Java's).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
 from faults.ledger import Ledger, decode_value
 from sparkafka import errors
+from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.producer import KafkaProducer
 from support.consume import consume_all
 from support.mock_cluster import ApiKey, MockCluster
@@ -63,6 +64,29 @@ def test_committed_records_are_visible_and_aborted_ones_never(
     # an independent read_committed consumer sees every committed record (the mock cannot hide aborts)
     seen = set(_indexes(consume_all(mock_cluster.bootstrap_servers, topic, isolation_level="read_committed")))
     assert set(visible) <= seen
+
+
+def test_records_of_a_transaction_take_the_open_batch_path_and_all_commit(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transaction's records append to their partition's open batch like any others (``append_open``):
+    only the ones that open or fill a batch take ``RecordAccumulator.append``, every partition written is
+    added to the transaction, and a read_committed view of the log has every record once."""
+    general = RecordAccumulator.append
+    calls = [0]
+
+    def counting(self: RecordAccumulator, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return general(self, *args, **kwargs)
+
+    monkeypatch.setattr(RecordAccumulator, "append", counting)
+    ledger = Ledger(keys=50)
+    producer.init_transactions()
+    producer.begin_transaction()
+    ledger.send(producer, topic, 2000)
+    producer.commit_transaction()
+    assert 0 < calls[0] < 2000 // 4, calls
+    assert all(f.exception(0) is None for f in ledger.futures)
+    assert _indexes(committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == list(range(2000))
 
 
 def test_add_partitions_reaches_the_coordinator_before_the_first_produce(

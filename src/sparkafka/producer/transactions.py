@@ -96,6 +96,7 @@ class TxnState(enum.Enum):
 
 # The states the per-batch predicates compare with, as module constants (docs/DESIGN.md, Performance notes).
 _FATAL_ERROR = TxnState.FATAL_ERROR
+_IN_TRANSACTION = TxnState.IN_TRANSACTION
 _ABORTABLE_ERROR = TxnState.ABORTABLE_ERROR
 _ABORTING = TxnState.ABORTING_TRANSACTION
 _COMPLETING = (TxnState.COMMITTING_TRANSACTION, TxnState.ABORTING_TRANSACTION)
@@ -467,6 +468,10 @@ class TransactionManager(IdempotenceManager):
 
     def check_send_allowed(self) -> None:
         """Raise if a send is not legal now (outside a transaction, after an error)."""
+        if self.state is _IN_TRANSACTION:
+            # the common answer, for every record of a transaction, without the lock: one read of the state
+            # is what the locked check makes too (the state may change right after either)
+            return
         with self.lock:
             st = self.state
             if st is TxnState.FATAL_ERROR:
