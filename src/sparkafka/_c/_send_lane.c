@@ -6,12 +6,15 @@
  * fast path does (``KafkaProducer.send`` -> ``RecordAccumulator.append_open``): topic a str, key and
  * value bytes or None, no partition, timestamp or headers, the topic's metadata known, the record
  * leaving its partition's open batch still open, the sticky partition not switching, the partition
- * queue's lock free, and the producer not closing nor in a fatal error. A record that passed the checks
- * but that the open batch cannot take that way (it opens or fills a batch, the sticky partition switches,
- * the lock is held) goes with its partition and timestamp to ``append`` (``KafkaProducer._append_from_lane``:
- * the rest of the Python send, from ``RecordAccumulator.append`` on). Everything else goes unchanged to
- * the Python ``send`` (``slow``), which decides and raises as always; the lane changes nothing before it
- * hands a call over.
+ * queue's lock free, the producer not closing nor in a fatal error, and with a transactional id the
+ * transaction manager in IN_TRANSACTION and the record's partition already in the transaction
+ * (``_txn_partitions``: the Python send adds a partition, once per transaction). A record that passed
+ * the checks but that the open batch cannot take that way (it opens or fills a batch, the sticky
+ * partition switches, the lock is held, its partition is not in the transaction yet) goes with its
+ * partition and timestamp to ``append`` (``KafkaProducer._append_from_lane``: the rest of the Python
+ * send, from ``RecordAccumulator.append`` on; the whole Python send for a transactional producer).
+ * Everything else goes unchanged to the Python ``send`` (``slow``), which decides and raises as always;
+ * the lane changes nothing before it hands a call over.
  *
  * What the lane reads of the producer is the interface of ``_append.h``: the batch, its builder, the
  * partitioner's sticky partition and the future are the C types declared there (the append itself is
@@ -94,7 +97,11 @@ typedef struct {
      * lane reads are looked up there, without PyObject_GetAttr's walk of the class */
     PyObject *metadata_dict, *accumulator_dict, *tm_dict;
     /* the last value read from each of them and the dict's version then (``attribute``) */
-    dict_read_t cluster_read, closed_read, last_error_read;
+    dict_read_t cluster_read, closed_read, last_error_read, state_read, txn_partitions_read;
+    /* a transactional producer's TransactionManager state for "in a transaction" (TxnState.IN_TRANSACTION),
+     * NULL for other producers: the lane then also needs that state and the record's partition among the
+     * transaction's (``_txn_partitions``; a partition is added by the Python path, once per transaction) */
+    PyObject *in_transaction;
     PyTypeObject *future_type; /* FutureRecordMetadata: FutureState without further fields */
     /* topic -> [partitioner, double_batch_size, (deque, lock) or None for partition 0, 1, ...] */
     PyObject *topics;
@@ -107,6 +114,7 @@ typedef struct {
     long last_count;
 } SendLane;
 
+static PyObject *str_state, *str_txn_partitions;
 static PyObject *str_cluster, *str_closed, *str_last_error, *str_locked, *str_counts, *str_lane_topic,
     *str_lane_queue;
 /* the exact types of a queue's deque and lock (anything else could run Python code) */
@@ -201,8 +209,8 @@ static int learn(SendLane *lane, PyObject *topic, long partition) {
     if (got == Py_None)
         goto done;
     rc = -1;
-    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 2) {
-        PyErr_Format(PyExc_TypeError, "SendLane: RecordAccumulator.%U returned %R, not a pair",
+    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != (partition < 0 ? 2 : 3)) {
+        PyErr_Format(PyExc_TypeError, "SendLane: RecordAccumulator.%U returned %R, not a pair or triple",
                      partition < 0 ? str_lane_topic : str_lane_queue, got);
         goto done;
     }
@@ -225,7 +233,7 @@ static int learn(SendLane *lane, PyObject *topic, long partition) {
         rc = kept == NULL ? -1 : 0;
         goto done;
     }
-    if (Py_TYPE(first) != deque_type || Py_TYPE(second) != lock_type) {
+    if (Py_TYPE(first) != deque_type || Py_TYPE(second) != lock_type || !PyTuple_CheckExact(PyTuple_GET_ITEM(got, 2))) {
         PyErr_Format(PyExc_TypeError, "SendLane: RecordAccumulator.lane_queue returned %R", got);
         goto done;
     }
@@ -281,6 +289,16 @@ static int lane_append(SendLane *lane, PyObject *topic, long n, long partition, 
     if (queue == Py_None)
         return learn(lane, topic, partition) < 0 ? -1 : 0;
     PyObject *dq = PyTuple_GET_ITEM(queue, 0), *lock = PyTuple_GET_ITEM(queue, 1);
+    if (lane->in_transaction != NULL) { /* the partition must be in the transaction already */
+        PyObject *parts = attribute(lane->tm_dict, str_txn_partitions, &lane->txn_partitions_read); /* borrowed */
+        if (parts == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (!PySet_CheckExact(parts))
+            return 0;
+        int added = PySet_Contains(parts, PyTuple_GET_ITEM(queue, 2)); /* a (str, int) tuple: no Python code */
+        if (added <= 0)
+            return added;
+    }
     /* the lock must be free; from here on nothing releases the GIL until the append is done */
     PyObject *held;
     if (lock_locked_fn != NULL) {
@@ -384,6 +402,13 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
             return NULL;
         if (err != Py_None)
             return lane_hand_over(lane, args, nargsf, kwnames);
+        if (lane->in_transaction != NULL) { /* send() raises outside a transaction */
+            PyObject *state = attribute(lane->tm_dict, str_state, &lane->state_read); /* borrowed */
+            if (state == NULL && PyErr_Occurred())
+                return NULL;
+            if (state != lane->in_transaction)
+                return lane_hand_over(lane, args, nargsf, kwnames);
+        }
     }
     long n = partition_count(lane, topic);
     if (n < 0)
@@ -407,9 +432,9 @@ static PyObject *lane_vectorcall(PyObject *self, PyObject *const *args, size_t n
     return sparkafka_future_new(lane->future_type, got[0], got[1], got[2], got[3], ts);
 }
 
-/* SendLane(slow, metadata, accumulator, tm, record_limit, ignore_keys, future_type[, append]) */
+/* SendLane(slow, metadata, accumulator, tm, record_limit, ignore_keys, future_type[, append[, in_transaction]]) */
 static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    PyObject *slow, *metadata, *accumulator, *tm, *append = Py_None;
+    PyObject *slow, *metadata, *accumulator, *tm, *append = Py_None, *in_transaction = Py_None;
     PyTypeObject *future_type;
     long long record_limit;
     int ignore_keys;
@@ -417,9 +442,13 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "SendLane takes positional arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OOOOLpO!|O:SendLane", &slow, &metadata, &accumulator, &tm, &record_limit,
-                          &ignore_keys, &PyType_Type, &future_type, &append))
+    if (!PyArg_ParseTuple(args, "OOOOLpO!|OO:SendLane", &slow, &metadata, &accumulator, &tm, &record_limit,
+                          &ignore_keys, &PyType_Type, &future_type, &append, &in_transaction))
         return NULL;
+    if (in_transaction != Py_None && tm == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "SendLane: in_transaction needs a transaction manager");
+        return NULL;
+    }
     if (append != Py_None && !PyCallable_Check(append)) {
         PyErr_Format(PyExc_TypeError, "SendLane: append must be callable or None, got %R", append);
         return NULL;
@@ -444,6 +473,10 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     if (append != Py_None) {
         Py_INCREF(append);
         lane->append = append;
+    }
+    if (in_transaction != Py_None) {
+        Py_INCREF(in_transaction);
+        lane->in_transaction = in_transaction;
     }
     Py_INCREF(metadata);
     lane->metadata = metadata;
@@ -474,6 +507,7 @@ static PyObject *lane_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
 static int lane_traverse(SendLane *lane, visitproc visit, void *arg) {
     Py_VISIT(lane->slow);
     Py_VISIT(lane->append);
+    Py_VISIT(lane->in_transaction);
     Py_VISIT(lane->metadata);
     Py_VISIT(lane->accumulator);
     Py_VISIT(lane->tm);
@@ -493,6 +527,7 @@ static int lane_clear(SendLane *lane) {
     lane->enabled = 0;
     Py_CLEAR(lane->slow);
     Py_CLEAR(lane->append);
+    Py_CLEAR(lane->in_transaction);
     Py_CLEAR(lane->metadata);
     Py_CLEAR(lane->accumulator);
     Py_CLEAR(lane->tm);
@@ -500,6 +535,7 @@ static int lane_clear(SendLane *lane) {
     Py_CLEAR(lane->accumulator_dict);
     Py_CLEAR(lane->tm_dict);
     lane->cluster_read.tag = lane->closed_read.tag = lane->last_error_read.tag = 0;
+    lane->state_read.tag = lane->txn_partitions_read.tag = 0;
     Py_CLEAR(lane->future_type);
     Py_CLEAR(lane->topics);
     Py_CLEAR(lane->cluster);
@@ -564,6 +600,10 @@ int sparkafka_add_send_lane(PyObject *module) {
     str_cluster = PyUnicode_InternFromString("_cluster");
     str_closed = PyUnicode_InternFromString("_closed");
     str_last_error = PyUnicode_InternFromString("last_error");
+    str_state = PyUnicode_InternFromString("state");
+    str_txn_partitions = PyUnicode_InternFromString("_txn_partitions");
+    if (!str_state || !str_txn_partitions)
+        return -1;
     str_locked = PyUnicode_InternFromString("locked");
     str_counts = PyUnicode_InternFromString("_counts");
     str_lane_topic = PyUnicode_InternFromString("lane_topic");

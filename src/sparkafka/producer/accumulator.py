@@ -1010,12 +1010,13 @@ class RecordAccumulator:
         info = self._topics.get(topic)
         return None if info is None else (info.partitioner, info.partitioner.double_batch_size)
 
-    def lane_queue(self, topic: str, partition: int) -> tuple[deque[ProducerBatch], threading.Lock] | None:
-        """For the C send lane: the deque and lock of the partition's queue, or None when it has none
-        yet. Creates nothing. A queue is never replaced, so the lane keeps them."""
+    def lane_queue(self, topic: str, partition: int) -> tuple[deque[ProducerBatch], threading.Lock,
+                                                              TopicPartition] | None:
+        """For the C send lane: the deque, lock and topic-partition of the partition's queue, or None when
+        it has none yet. Creates nothing. A queue is never replaced, so the lane keeps them."""
         info = self._topics.get(topic)
         pq = None if info is None else info.queues.get(partition)
-        return None if pq is None else (pq.deque, pq.lock)
+        return None if pq is None else (pq.deque, pq.lock, pq.tp)
 
     def queue_sizes(self) -> dict[TopicPartition, int]:
         """Batches queued per partition (for metrics)."""

@@ -243,7 +243,9 @@ class KafkaProducer:
         batch was the checks the lane had already made (callgrind, keyed records: 17k of ~75k
         instructions per batch)."""
         tm = self._tm
-        if self._closing or (tm is not None and tm.last_error is not None):
+        if self._closing or (tm is not None and (tm.last_error is not None or tm.transactional_id is not None)):
+            # a transaction's record: the lane hands on the first of each partition (to be added to the
+            # transaction) and those that open batches; the Python send checks the state and adds it
             return KafkaProducer.send(self, topic, value, key, callback=callback)
         try:
             result = self._accumulator.append(topic, partition, timestamp, key, value, None, callback,

@@ -13,9 +13,12 @@ unchanged. The lane changes nothing before it hands a call over, so behaviour an
 Python ones. What the lane reads and changes is the interface of ``_c/_append.h`` (the state classes
 the batch, its builder, the partitioner and the future are built on, and the open-batch append rule
 ``ProducerBatch.try_append_open`` runs in C) plus what ``_send_lane.c`` lists: the accumulator's
-``lane_topic``/``lane_queue``, asked once per topic and partition, and three plain attributes. It
-is not installed for producers with serializers, a custom partitioner or a transactional id (their
-sends take the Python path). ``disable()`` sends every later call to Python (close, fork).
+``lane_topic``/``lane_queue``, asked once per topic and partition, and three plain attributes (five
+with a transactional id: the lane then takes a record only while the transaction manager's state is
+``IN_TRANSACTION`` and the record's partition is in ``_txn_partitions``, so the Python send checks the
+state and adds each partition to the transaction, as Java's ``doSend`` does). It is not installed for
+producers with serializers or a custom partitioner (their sends take the Python path). ``disable()``
+sends every later call to Python (close, fork).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..accel import ACCEL
 from .future import FutureRecordMetadata
+from .transactions import TxnState
 
 if TYPE_CHECKING:
     from .producer import KafkaProducer
@@ -34,13 +38,14 @@ _SendLane: Any = getattr(ACCEL, "SendLane", None)
 
 def install_send_lane(producer: KafkaProducer, python_send: Any) -> Any:
     """Bind a lane as ``producer.send`` and return it, or return None when the producer's sends
-    must take the Python path (no accelerator, serializers, custom partitioner, transactions)."""
+    must take the Python path (no accelerator, serializers, custom partitioner)."""
     tm = producer._tm
     if (_SendLane is None or producer._key_ser is not None or producer._value_ser is not None
-            or producer._partitioner is not None or (tm is not None and tm.transactional_id is not None)):
+            or producer._partitioner is not None):
         return None
+    transactional = tm is not None and tm.transactional_id is not None
     lane = _SendLane(types.MethodType(python_send, producer), producer._metadata, producer._accumulator, tm,
                      producer._record_limit, producer._ignore_keys, FutureRecordMetadata,
-                     producer._append_from_lane)
+                     producer._append_from_lane, TxnState.IN_TRANSACTION if transactional else None)
     producer.__dict__["send"] = lane
     return lane
