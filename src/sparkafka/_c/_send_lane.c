@@ -132,8 +132,8 @@ static PyObject *lane_hand_over(SendLane *lane, PyObject *const *args, size_t na
 /* A record the lane checked (types, size, metadata known) and placed (``partition``: murmur2, or -1 for the
  * sticky partitioner; ``ts``) but lane_append did not take: ``append(topic, partition, ts, key, value,
  * callback)``, which goes on where the Python send would be after the same checks. Without ``append``, the
- * Python send from the start. Opening a batch through the whole Python send cost ~75k instructions, 17k of
- * them the checks made again (callgrind, keyed records with callbacks, Apache Kafka). */
+ * Python send from the start. Through the whole Python send, the checks made again cost a keyed record with
+ * a callback ~160 instructions on average, ~22k per 16 KB batch (callgrind, Apache Kafka). */
 static PyObject *lane_hand_on(SendLane *lane, PyObject *const *args, size_t nargsf, PyObject *kwnames,
                               PyObject *topic, long partition, long long ts, PyObject *key, PyObject *value,
                               PyObject *callback) {
