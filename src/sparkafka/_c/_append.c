@@ -377,11 +377,13 @@ static PyObject *builder_try_append_open(PyObject *self, PyObject *const *args, 
     return result;
 }
 
-/* BatchState.try_append_open(timestamp, key, value, callback, key_size, value_size) -> index, or -1 */
-static PyObject *batch_try_append_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* The two BatchState methods below: (timestamp, key, value, callback, key_size, value_size) -> the record's
+ * index, -1 when the rule (``general``: batch_plan's) does not take the record, -2 when the general rule
+ * leaves it to the Python ``try_append``. */
+static PyObject *batch_try_append(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int general) {
     if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "try_append_open(timestamp, key, value, callback, key_size, value_size) takes 6 arguments");
+        PyErr_Format(PyExc_TypeError, "%s(timestamp, key, value, callback, key_size, value_size) takes 6 arguments",
+                     general ? "try_append_general" : "try_append_open");
         return NULL;
     }
     long long ts = PyLong_AsLongLong(args[0]);
@@ -396,45 +398,7 @@ static PyObject *batch_try_append_open(PyObject *self, PyObject *const *args, Py
     }
     PyObject *result = NULL;
     append_plan_t plan;
-    int fits = sparkafka_batch_plan((BatchState *)self, ts, key.len, value.len, &plan);
-    if (fits < 0) {
-        result = bad_state(plan.bad_owner, plan.bad);
-    } else if (fits == 0) {
-        result = PyLong_FromLong(-1);
-    } else {
-        result = sparkafka_batch_commit((BatchState *)self, &plan, key.buf, key.len, value.buf, value.len, args[3],
-                                        args[4], args[5]);
-    }
-    release_field(&key);
-    release_field(&value);
-    return result;
-}
-
-/* BatchState.try_append_general(timestamp, key, value, callback, key_size, value_size) -> the record's index,
- * -1 when the batch does not take it (closed for appends, no room: ``RecordBatchBuilder.try_append``'s rule for
- * a record without headers, which also takes a batch's first record and the one that fills it), or -2 when
- * the Python ``try_append`` must decide (a short pooled buffer to grow, sizes no batch has). What
- * ``ProducerBatch.try_append`` runs for a record without headers; the Python rule costs ~5,000 instructions
- * per record, this ~700 (callgrind). */
-static PyObject *batch_try_append_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "try_append_general(timestamp, key, value, callback, key_size, value_size) takes 6 arguments");
-        return NULL;
-    }
-    long long ts = PyLong_AsLongLong(args[0]);
-    if (ts == -1 && PyErr_Occurred())
-        return NULL;
-    field_t key, value;
-    if (get_field(args[1], &key) < 0)
-        return NULL;
-    if (get_field(args[2], &value) < 0) {
-        release_field(&key);
-        return NULL;
-    }
-    PyObject *result = NULL;
-    append_plan_t plan;
-    int fits = batch_plan((BatchState *)self, ts, key.len, value.len, &plan, 1);
+    int fits = batch_plan((BatchState *)self, ts, key.len, value.len, &plan, general);
     if (fits < 0) {
         result = bad_state(plan.bad_owner, plan.bad);
     } else if (fits != 1) {
@@ -446,6 +410,21 @@ static PyObject *batch_try_append_general(PyObject *self, PyObject *const *args,
     release_field(&key);
     release_field(&value);
     return result;
+}
+
+/* BatchState.try_append_open(timestamp, key, value, callback, key_size, value_size) -> index, or -1 */
+static PyObject *batch_try_append_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return batch_try_append(self, args, nargs, 0);
+}
+
+/* BatchState.try_append_general(timestamp, key, value, callback, key_size, value_size) -> the record's index,
+ * -1 when the batch does not take it (closed for appends, no room: ``RecordBatchBuilder.try_append``'s rule for
+ * a record without headers, which also takes a batch's first record and the one that fills it), or -2 when
+ * the Python ``try_append`` must decide (a short pooled buffer to grow, sizes no batch has). What
+ * ``ProducerBatch.try_append`` runs for a record without headers; the Python rule costs ~5,000 instructions
+ * per record (callgrind). */
+static PyObject *batch_try_append_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return batch_try_append(self, args, nargs, 1);
 }
 
 /* The deallocation of a FutureState subclass (FutureRecordMetadata) made by a class statement: what
