@@ -12,7 +12,7 @@
  * the checks but that the open batch cannot take that way (it opens or fills a batch, the sticky
  * partition switches, the lock is held, its partition is not in the transaction yet) goes with its
  * partition and timestamp to ``append`` (``KafkaProducer._append_from_lane``: the rest of the Python
- * send, from ``RecordAccumulator.append`` on; the whole Python send for a transactional producer).
+ * send, from ``RecordAccumulator.append`` on; a transactional producer's lane has no ``append``).
  * Everything else goes unchanged to the Python ``send`` (``slow``), which decides and raises as always;
  * the lane changes nothing before it hands a call over.
  *
