@@ -89,6 +89,31 @@ def test_content_round_trip(target: Target, codec: str) -> None:
         assert metrics["compression-rate-avg"] < 0.6, metrics["compression-rate-avg"]
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_take_records_past_twice_their_limit(broker_target: Target, codec: str) -> None:
+    """Compressible records: once the topic's ratio estimate has crept below 1/2 (Java's
+    ``CompressionRatioEstimator`` steps), a batch holds more than twice batch.size of records; what passes
+    that is compressed as it comes (``RecordBatchBuilder._spill``), and the batch fills by what its records
+    really compress to. Apache Kafka decompresses every batch to validate it; confluent-kafka reads every
+    record back in order."""
+    topic = broker_target.topic(1)
+    producer = broker_target.producer({"linger.ms": 20, "batch.size": 16384, "compression.type": codec})
+    letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    payloads = [bytes(letters[(i * 7 + j * j) % 26] for j in range(60 + 10 * i)) for i in range(8)]
+    sent = [(b"key-%d" % (i % 1000), payloads[i % 8]) for i in range(120_000)]
+    metrics = producer.metrics_registry
+    for part in (sent[:60_000], sent[60_000:]):
+        batches, records = metrics.batches_sent, metrics.records_in_requests
+        for key, value in part:
+            producer.send(topic, value=value, key=key, partition=0)
+        producer.flush(60)
+    per_batch = (metrics.records_in_requests - records) / (metrics.batches_sent - batches)
+    # a batch without spills held at most 2 x 16,384 bytes of these ~110-byte records: ~300
+    assert per_batch > 600, per_batch
+    got = consume_all(broker_target.bootstrap, topic, expected_count=len(sent), timeout=60)
+    assert [(r.key, r.value) for r in got] == sent
+
+
 @pytest.mark.parametrize(("codec", "level_key", "level"), [
     ("gzip", "compression.gzip.level", 1),
     ("gzip", "compression.gzip.level", 9),

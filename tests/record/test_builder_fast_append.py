@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -219,17 +220,67 @@ def test_c_fast_append_matches_python(
     assert bytes(py.close()) == bytes(c.close())
 
 
-def test_compressing_batch_holds_at_most_twice_its_limit_uncompressed() -> None:
+@pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
+                                   CompressionType.ZSTD])
+@pytest.mark.parametrize("impl", ["python", "c"])
+def test_compressing_batch_spills_what_passes_twice_its_limit(impl: str, codec: CompressionType) -> None:
+    """A compressing batch holds at most MAX_UNCOMPRESSED_RATIO x its limit of records uncompressed: the record
+    that would pass it makes try_append compress them into the batch first. So a batch of compressible records
+    takes far more than twice its limit of records, fills by its real compressed size, stays about as long as
+    the limit, and decodes (before and after close) to every record in order."""
     from sparkafka.record.builder import MAX_UNCOMPRESSED_RATIO
 
-    # an estimate that says the records compress 100:1: without the cap one batch would take ~1.5 MB
-    builder = RecordBatchBuilder(bytearray(16384), 16384, CompressionType.LZ4, None, 0.01)
-    builder.try_append(TS, b"k", b"a" * 100, None)
-    while builder.try_append_open(TS, b"k", b"a" * 100) > 0:
-        pass
-    assert builder.try_append(TS, b"k", b"a" * 100, None) == -1
-    assert 16384 < builder.uncompressed_bytes <= MAX_UNCOMPRESSED_RATIO * 16384
-    assert len(decode_batch(bytes(builder.close())).records) == builder.record_count
+    if impl == "c" and accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    limit = 16384
+    rng = random.Random(7)
+    values = [bytes(rng.choice(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randrange(1, 120))) for _ in range(8)]
+    # the estimate of a topic whose earlier batches compressed 0.3:1 (RecordAccumulator's per-topic estimate)
+    builder = RecordBatchBuilder(bytearray(limit), limit, codec, None, 0.3)
+    append_open = _rule(builder, impl)
+    sent: list[tuple[int, bytes, bytes]] = []
+    held_most = 0
+    while len(sent) < 200_000:
+        key = b"key-%d" % rng.randrange(1000)
+        value = rng.choice(values)
+        ts = TS + len(sent) // 100
+        if append_open(ts, key, value) < 0 and builder.try_append(ts, key, value, None) < 0:
+            break
+        sent.append((ts, key, value))
+        held_most = max(held_most, builder._pos - 61)
+    assert held_most <= MAX_UNCOMPRESSED_RATIO * limit
+    assert builder.uncompressed_bytes > 2 * MAX_UNCOMPRESSED_RATIO * limit, "the batch stopped at the cap"
+    assert len(sent) < 200_000, "the batch never refused a record"
+    assert [(t, k, v) for t, k, v, _ in builder.records] == sent  # spilled and held parts, before close
+    built = bytes(builder.close())
+    assert limit // 2 < len(built) <= limit * 1.1
+    assert [(r.timestamp, r.key, r.value) for r in decode_batch(built).records] == sent
+    assert builder.actual_compression_ratio == pytest.approx((len(built) - 61) / builder.uncompressed_bytes)
+
+
+@pytest.mark.parametrize("codec", [CompressionType.LZ4, CompressionType.ZSTD])
+@pytest.mark.parametrize("impl", ["python", "c"])
+def test_spill_of_records_that_do_not_compress_fills_the_batch(impl: str, codec: CompressionType) -> None:
+    """The estimate said 0.3:1 but the records do not compress: the first spill sets the batch's ratio
+    estimate to what the spilled records really compressed to, so the batch is full at once (Java's estimate
+    would keep taking records up to ~52 KB)."""
+    from sparkafka.record.builder import MAX_UNCOMPRESSED_RATIO
+
+    if impl == "c" and accel.ACCEL is None:
+        pytest.skip("the C accelerator is not built")
+    limit = 16384
+    builder = RecordBatchBuilder(bytearray(limit), limit, codec, None, 0.3)
+    append_open = _rule(builder, impl)
+    sent = []
+    for _ in range(10_000):
+        value = os.urandom(100)
+        if append_open(TS, b"k", value) < 0 and builder.try_append(TS, b"k", value, None) < 0:
+            break
+        sent.append(value)
+    assert len(sent) < 10_000, "the batch never refused a record"
+    assert MAX_UNCOMPRESSED_RATIO * limit - 120 < builder.uncompressed_bytes <= MAX_UNCOMPRESSED_RATIO * limit + 120
+    built = bytes(builder.close())
+    assert [r.value for r in decode_batch(built).records] == sent
 
 
 @pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.LZ4])

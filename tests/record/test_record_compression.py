@@ -229,3 +229,60 @@ def test_garbage_and_truncation_raise_corrupt(codec: CompressionType) -> None:
 def test_unknown_codec_id() -> None:
     with pytest.raises(CorruptRecordBatchError):
         decompress(6, b"abc")
+
+
+# -- streams (a batch's records compressed in pieces: RecordBatchBuilder._spill)
+
+@pytest.mark.parametrize(("codec", "level"), [
+    (CompressionType.GZIP, None), (CompressionType.GZIP, 1), (CompressionType.GZIP, 9),
+    (CompressionType.SNAPPY, None),
+    (CompressionType.LZ4, None), (CompressionType.LZ4, 1), (CompressionType.LZ4, 17),
+    (CompressionType.ZSTD, None), (CompressionType.ZSTD, -5), (CompressionType.ZSTD, 19),
+])
+def test_stream_pieces_decode_as_one_payload(codec: CompressionType, level: int | None) -> None:
+    """Pieces of random lengths (empty ones too): every prefix of spilled pieces decodes to the data spilled
+    so far, and all pieces with the finish decode (with the one-shot reader) to the whole data."""
+    from sparkafka.record.compression import CompressionStream, decompress_spilled
+
+    rng = random.Random(int(codec) * 100 + (level or 0))
+    data = COMPRESSIBLE[:100_000] + os.urandom(70_000) + COMPRESSIBLE[:90_000]
+    stream = CompressionStream(codec, level)
+    spilled = b""
+    pos = 0
+    while pos < len(data) - 40_000:
+        step = rng.choice([0, 1, 100, 5_000, 32_768, 65_536, 70_000])
+        spilled += stream.spill(data[pos:pos + step])
+        pos += step
+        assert decompress_spilled(codec, spilled) == data[:pos]
+    whole = spilled + stream.finish(data[pos:])
+    assert decompress(codec, whole) == data
+    if codec == CompressionType.LZ4:
+        assert whole.startswith(LZ4_KAFKA_HEADER) and whole.endswith(b"\x00\x00\x00\x00")
+        assert lz4.frame.decompress(whole) == data
+    if codec == CompressionType.SNAPPY:
+        assert whole.startswith(SNAPPY_HEADER) and whole.count(SNAPPY_HEADER) == 1
+
+
+def test_lz4_stream_writes_kafka_frames_of_independent_blocks_of_at_most_64k() -> None:
+    """Kafka's frame (its header, end mark 0, no checksums) with blocks of at most 64 KiB; a block that does
+    not shrink is stored with the size's high bit set, as lz4.frame stores it."""
+    from sparkafka.record.compression import CompressionStream
+
+    incompressible = os.urandom(100_000)
+    stream = CompressionStream(CompressionType.LZ4)
+    out = stream.spill(COMPRESSIBLE[:150_000]) + stream.finish(incompressible)
+    assert out[:7] == LZ4_KAFKA_HEADER
+    pos, blocks = 7, []
+    while True:
+        (word,) = struct.unpack_from("<I", out, pos)
+        pos += 4
+        if word == 0:
+            break
+        size = word & 0x7FFFFFFF
+        blocks.append((bool(word & 0x80000000), lz4.block.decompress(out[pos:pos + size], uncompressed_size=65536)
+                       if not word & 0x80000000 else out[pos:pos + size]))
+        pos += size
+    assert pos == len(out)
+    assert [len(b) for _, b in blocks] == [65536, 65536, 18928, 65536, 34464]
+    assert [raw for raw, _ in blocks] == [False, False, False, True, True]
+    assert b"".join(b for _, b in blocks) == COMPRESSIBLE[:150_000] + incompressible

@@ -207,7 +207,8 @@ bad:
  *              write_limit) -> (count, written)
  * Appends records (offset deltas n, n+1, ...) whose tails are rows [start, stop) while they fit: the
  * first record of an empty batch (n == 0) always fits, later ones while estimate + size <= write_limit and,
- * when compressing (factor != 0), uncompressed + size <= 2 * write_limit; after each record
+ * when compressing (factor != 0), the bytes held uncompressed (pos - 61) + size <= 2 * write_limit (the
+ * caller compresses them and calls again: RecordBatchBuilder.append_tails); after each record
  * estimate = 61 + uncompressed (scaled by factor). Returns the count and the bytes written. If the records
  * that fit would run past the end of a pooled buffer nothing is written and (-1, bytes needed) returned. */
 static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -263,7 +264,7 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
         goto bad;
     /* pass 1: how many fit, and their bytes */
     Py_ssize_t ts_len = varint_len(ts_delta);
-    long long cap = 2 * limit;
+    long long cap = 2 * limit, held = pos - 61; /* MAX_UNCOMPRESSED_RATIO: the bytes held uncompressed */
     long long written = 0, k = n;
     Py_ssize_t i = start;
     for (; i < stop; i++, k++) {
@@ -271,7 +272,7 @@ static PyObject *accel_append_tails(PyObject *self, PyObject *const *args, Py_ss
             goto bad;
         long long body = 1 + ts_len + varint_len(k) + (off[i + 1] - off[i]);
         long long total = varint_len(body) + body;
-        if (k > 0 && (estimate + total > limit || (factor != 0.0 && uncompressed + written + total > cap)))
+        if (k > 0 && (estimate + total > limit || (factor != 0.0 && held + written + total > cap)))
             break;
         written += total;
         long long after = uncompressed + written;

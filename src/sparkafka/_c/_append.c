@@ -147,11 +147,12 @@ static inline int refuse_bad(append_plan_t *plan, PyObject *owner, const char *f
 
 /* The two rules (``_append.h``): ``general`` 0 is the open-batch rule (1 takes the record, 0 refuses it);
  * ``general`` 1 is ``RecordBatchBuilder.try_append``'s for a record without headers: the first record of a
- * batch always fits, a later one if the estimate plus its size stays within the write limit (and, when
- * compressing, the uncompressed bytes within MAX_UNCOMPRESSED_RATIO x the limit), even when it fills the
- * batch. Both: -1 for a field holding a value of the wrong type. Only the general rule returns 2: a record
- * that fits the batch but overflows its short pooled buffer (the Python try_append then sets
- * ``wanted_capacity``), or sizes no batch has; the caller then takes the Python path. */
+ * batch always fits, a later one if the estimate plus its size stays within the write limit, even when it
+ * fills the batch. Both: -1 for a field holding a value of the wrong type. Only the general rule returns 2:
+ * a record that fits the batch but overflows its short pooled buffer (the Python try_append then sets
+ * ``wanted_capacity``), one that would pass the cap of MAX_UNCOMPRESSED_RATIO x the limit of records held
+ * uncompressed (the Python try_append compresses them first), or sizes no batch has; the caller then takes
+ * the Python path. */
 static int builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ssize_t vlen, append_plan_t *p,
                         int general) {
     p->bad = NULL;
@@ -198,13 +199,16 @@ static int builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ssize
     p->uncompressed = uncompressed + p->total;
     /* Python: 61 + int(uncompressed * factor) when compressing (a double product truncated toward zero) */
     p->estimate = RECORD_BATCH_OVERHEAD + (factor != 0.0 ? (long long)((double)p->uncompressed * factor) : p->uncompressed);
+    /* when compressing, the records held uncompressed (from byte 61 to _pos) stay within the cap: the one
+     * that would pass it makes the Python try_append compress them first (RecordBatchBuilder._spill) */
+    int over_cap = factor != 0.0 && pos - RECORD_BATCH_OVERHEAD + p->total - limit > (MAX_UNCOMPRESSED_RATIO - 1) * limit;
     if (general) {
-        if (p->n > 0 && (estimate + p->total > limit
-                         || (factor != 0.0 && p->uncompressed - limit > (MAX_UNCOMPRESSED_RATIO - 1) * limit)))
+        if (p->n > 0 && over_cap)
+            return 2;
+        if (p->n > 0 && estimate + p->total > limit)
             return 0;
-    } else if (p->estimate >= limit
-               || (factor != 0.0 && (estimate + p->total > limit /* Java's hasRoomFor */
-                                     || p->uncompressed - limit > (MAX_UNCOMPRESSED_RATIO - 1) * limit))) {
+    } else if (p->estimate >= limit || over_cap
+               || (factor != 0.0 && estimate + p->total > limit /* Java's hasRoomFor */)) {
         return 0;
     }
     p->grown = p->n > 0 ? p->estimate - estimate : p->estimate; /* the first record: the whole estimate */

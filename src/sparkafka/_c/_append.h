@@ -26,7 +26,8 @@
  * records and is open for appends only if the batch is still not full afterwards (estimate 61 +
  * uncompressed bytes, times the compression ratio estimate x 1.05 when compressing, below the write
  * limit) and, when compressing, Java's ``hasRoomFor`` (estimate so far + the record uncompressed <= the
- * limit) and the cap of MAX_UNCOMPRESSED_RATIO x the limit of uncompressed bytes hold. So after an open
+ * limit) and the cap of MAX_UNCOMPRESSED_RATIO x the limit of bytes held uncompressed (``_pos`` - 61:
+ * records past it are compressed first, by the Python ``try_append``) hold. So after an open
  * append the batch is never full: whoever appends the record that fills a batch (or opens one) goes
  * through the general ``try_append``, which tells the caller to wake the Sender. A record that would run
  * past the end of the pooled buffer moves the records to a private bytearray when that buffer is at least
@@ -37,9 +38,10 @@
  *
  * ``BatchState.try_append_general`` (what ``ProducerBatch.try_append`` runs for a record without headers)
  * plans and commits with ``RecordBatchBuilder.try_append``'s rule instead: a batch's first record always
- * fits, a later one while the estimate plus its size stays within the write limit (and the uncompressed cap),
- * including the one that fills the batch; a record that would overflow a short pooled buffer is left to the
- * Python ``try_append`` (it sets ``wanted_capacity``).
+ * fits, a later one while the estimate plus its size stays within the write limit, including the one that
+ * fills the batch; a record that would overflow a short pooled buffer (the Python ``try_append`` sets
+ * ``wanted_capacity``) or pass the cap of bytes held uncompressed (it compresses them first) is left to the
+ * Python ``try_append``.
  *
  * An append is planned first (``sparkafka_batch_plan``: every check, no change), then committed
  * (``sparkafka_batch_commit``): every new object is made first, then the changes, which cannot fail.

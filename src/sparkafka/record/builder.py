@@ -44,7 +44,14 @@ from sparkafka._types import Headers
 from sparkafka.accel import ACCEL
 from sparkafka.errors import CorruptRecordBatchError, InvalidRecordInputError
 from sparkafka.record._varint import NULL_LENGTH, SMALL, VARINT, VARINT_ATTR0, varint_size, zigzag_varint
-from sparkafka.record.compression import NO_COMPRESSION, CompressionType, compress, validate_level
+from sparkafka.record.compression import (
+    NO_COMPRESSION,
+    CompressionStream,
+    CompressionType,
+    compress,
+    decompress_spilled,
+    validate_level,
+)
 from sparkafka.record.crc import crc32c
 from sparkafka.record.layout import (
     ATTRIBUTES_OFFSET,
@@ -67,12 +74,13 @@ from sparkafka.record.tails_vector import encode_tails, numpy_module
 
 COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 MAX_UNCOMPRESSED_RATIO = 2
-"""When compressing, a batch takes at most this many times its write limit of uncompressed records
-(the C accelerator has the same constant). Records are kept uncompressed until ``close``; with very
-compressible data the compressed-size estimate would otherwise let one 16 KB batch hold megabytes
-(memory outside ``buffer.memory``). Measured with lz4 on repetitive 100-byte records and 32 MB of
-``buffer.memory``: peak RSS 124 MB at 1, 177 MB at 2, 299 MB at 4 (and throughput 187k, 208k and
-290k records/s): 2 is the compromise."""
+"""When compressing, a batch holds at most this many times its write limit of uncompressed records at
+a time (the C accelerator has the same constant). A record that would pass it makes ``try_append``
+compress the records held so far into the batch's ``CompressionStream`` first (a *spill*), as Java's
+appends compress as they go; the estimate (Java's: uncompressed bytes x ratio estimate x 1.05) decides
+when the batch is full. So a batch of very compressible records holds many times its limit of records
+while its memory stays within about three times the limit. The bulk paths (``append_tails``) do not
+spill: they stop at this cap of uncompressed bytes."""
 
 _CRC = struct.Struct(">I")
 _PRODUCER_STATE = struct.Struct(">qhi")  # at offset 43
@@ -243,8 +251,8 @@ else:
 class RecordBatchBuilder(_BuilderState):
     """Encodes records for one partition into one v2 batch (see the module docstring)."""
 
-    __slots__ = ("_built", "_built_state", "_compression", "_compression_level", "actual_compression_ratio",
-                 "wanted_capacity")
+    __slots__ = ("_built", "_built_state", "_compression", "_compression_level", "_spilled", "_stream",
+                 "actual_compression_ratio", "wanted_capacity")
 
     def __init__(
         self,
@@ -276,6 +284,10 @@ class RecordBatchBuilder(_BuilderState):
         self._appends_closed = False
         self._built: memoryview | None = None
         self._built_state: tuple[int, int, int, bool] | None = None
+        self._stream: CompressionStream | None = None
+        """The compressor of a batch that has spilled (``MAX_UNCOMPRESSED_RATIO``), else None."""
+        self._spilled = b""
+        """The compressed bytes of the records spilled so far; ``_buf[61:_pos]`` holds the later ones."""
         self.record_count = 0
         self.estimated_size_in_bytes = RECORD_BATCH_OVERHEAD
         """Java ``estimatedSizeInBytes``: 61 + records (scaled when compressing); exact after close."""
@@ -348,10 +360,12 @@ class RecordBatchBuilder(_BuilderState):
         else:
             size += 1
         total = size + (1 if size < 64 else 2 if size < 8192 else varint_size(size))
-        old = self.estimated_size_in_bytes
         limit = self._write_limit
-        if n and (old + total > limit or (
-                self._ratio_factor and self.uncompressed_bytes + total > MAX_UNCOMPRESSED_RATIO * limit)):
+        held = self._pos - RECORD_BATCH_OVERHEAD
+        if n and self._ratio_factor and held and held + total > MAX_UNCOMPRESSED_RATIO * limit:
+            self._spill()
+        old = self.estimated_size_in_bytes
+        if n and old + total > limit:
             self.wanted_capacity = 0
             return -1
         pos = self._pos
@@ -405,7 +419,7 @@ class RecordBatchBuilder(_BuilderState):
         new = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
         limit = self._write_limit
         if new >= limit or (factor and (self.estimated_size_in_bytes + total > limit  # Java's hasRoomFor
-                                        or uncompressed > MAX_UNCOMPRESSED_RATIO * limit)):
+                                        or self._pos - RECORD_BATCH_OVERHEAD + total > MAX_UNCOMPRESSED_RATIO * limit)):
             return -1
         pos = self._pos
         end = pos + total
@@ -422,6 +436,23 @@ class RecordBatchBuilder(_BuilderState):
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         return new - old
+
+    def _spill(self) -> None:
+        """Compress the records held uncompressed into the stream (``MAX_UNCOMPRESSED_RATIO``) and start
+        holding again at byte 61 of the same buffer (a private one: the cap is past any pooled buffer's
+        end). The batch's ratio estimate becomes the ratio of the bytes compressed so far (x 1.05), and
+        the estimate follows, so the batch fills by what its records really compress to."""
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = CompressionStream(self._compression, self._compression_level)
+        pos = self._pos
+        with memoryview(self._buf) as whole:
+            self._spilled += stream.spill(whole[RECORD_BATCH_OVERHEAD:pos])
+        self._pos = RECORD_BATCH_OVERHEAD
+        uncompressed = self.uncompressed_bytes
+        factor = len(self._spilled) / uncompressed * COMPRESSION_RATE_ESTIMATION_FACTOR
+        self._ratio_factor = factor
+        self.estimated_size_in_bytes = RECORD_BATCH_OVERHEAD + int(uncompressed * factor)
 
     if ACCEL is None:
         try_append_open = _try_append_open_py
@@ -485,6 +516,8 @@ class RecordBatchBuilder(_BuilderState):
             # close() compressed the records in place: decode the built batch instead
             return [(r.timestamp, r.key, r.value, r.headers or None) for r in decode_batch(built).records]
         raw = bytes(memoryview(self._buf)[RECORD_BATCH_OVERHEAD:self._pos])
+        if self._stream is not None:
+            raw = decompress_spilled(self._compression, self._spilled) + raw
         return [(r.timestamp, r.key, r.value, r.headers or None)
                 for r in decode_records(raw, self.record_count, 0, self._base_timestamp, None)]
 
@@ -516,9 +549,14 @@ class RecordBatchBuilder(_BuilderState):
             out = self._buf
             size = self._pos
             if codec != NO_COMPRESSION:
+                stream = self._stream
                 with memoryview(out) as whole:
-                    payload = compress(codec, whole[RECORD_BATCH_OVERHEAD:size], self._compression_level)
-                self.actual_compression_ratio = len(payload) / (size - RECORD_BATCH_OVERHEAD)
+                    if stream is None:
+                        payload = compress(codec, whole[RECORD_BATCH_OVERHEAD:size], self._compression_level)
+                    else:
+                        payload = self._spilled + stream.finish(whole[RECORD_BATCH_OVERHEAD:size])
+                        self._spilled = b""
+                self.actual_compression_ratio = len(payload) / self.uncompressed_bytes
                 size = RECORD_BATCH_OVERHEAD + len(payload)
                 pooled = self._buffer
                 if pooled is not None and out is not pooled and size <= len(pooled):
@@ -540,9 +578,9 @@ class RecordBatchBuilder(_BuilderState):
 
     def append_tails(self, offsets: memoryview, data: memoryview, start: int, stop: int, timestamp: int) -> int:
         """Append records whose tails (``sparkafka.producer.arrow.tails``) are rows ``[start, stop)`` of
-        ``offsets``/``data``, all with ``timestamp``, as many as fit (``try_append``'s rule; the first
-        record of an empty batch always fits). Returns how many were appended (0 if closed, or if the
-        batch has records in a short buffer: ``is_short``)."""
+        ``offsets``/``data``, all with ``timestamp``, as many as fit (``try_append``'s rule, its spills
+        included; the first record of an empty batch always fits). Returns how many were appended (0 if
+        closed, or if the batch has records in a short buffer: ``is_short``)."""
         if self._appends_closed or start >= stop:
             return 0
         n = self.record_count
@@ -551,9 +589,28 @@ class RecordBatchBuilder(_BuilderState):
         if not n:
             self._base_timestamp = timestamp
         d = timestamp - self._base_timestamp
+        limit = self._write_limit
+        first = start
+        while True:
+            count = self._append_tails_once(offsets, data, start, stop, n, d, limit)
+            start += count
+            n += count
+            if start >= stop or not self._ratio_factor or self._pos == RECORD_BATCH_OVERHEAD:
+                break
+            # refused by the cap of bytes held uncompressed, not by the estimate: spill, as try_append does
+            body = 1 + varint_size(d) + varint_size(n) + offsets[start + 1] - offsets[start]
+            if self._pos - RECORD_BATCH_OVERHEAD + varint_size(body) + body <= MAX_UNCOMPRESSED_RATIO * limit:
+                break
+            self._spill()
+        if start > first and timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        return start - first
+
+    def _append_tails_once(self, offsets: memoryview, data: memoryview, start: int, stop: int, n: int, d: int,
+                           limit: int) -> int:
+        """One pass of ``append_tails``: the rows that fit without a spill; returns how many."""
         uncompressed = self.uncompressed_bytes
         factor = self._ratio_factor
-        limit = self._write_limit
         pos = self._pos
         if _c_append_tails is not None:
             buf = self._buf
@@ -572,8 +629,6 @@ class RecordBatchBuilder(_BuilderState):
         self.uncompressed_bytes = uncompressed
         self.estimated_size_in_bytes = RECORD_BATCH_OVERHEAD + (int(uncompressed * factor) if factor else uncompressed)
         self.record_count = n + count
-        if timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
         return int(count)
 
     def append_encoded(self, records: memoryview, count: int, timestamp: int, limit: int) -> bool:
@@ -605,7 +660,7 @@ class RecordBatchBuilder(_BuilderState):
         tsb = V[d] if 0 <= d < N else zigzag_varint(d)
         fixed = 1 + len(tsb)
         factor = self._ratio_factor
-        cap = MAX_UNCOMPRESSED_RATIO * limit
+        cap = MAX_UNCOMPRESSED_RATIO * limit - (self._pos - RECORD_BATCH_OVERHEAD)  # what this call may add
         estimate = self.estimated_size_in_bytes
         if not factor and stop - start >= VECTOR_MIN_ROWS and (
                 (limit - estimate) // (offsets[start + 1] - offsets[start] + fixed + 3) >= VECTOR_MIN_ROWS):
@@ -627,7 +682,7 @@ class RecordBatchBuilder(_BuilderState):
             od = V[n] if n < N else zigzag_varint(n)
             body = fixed + len(od) + hi - lo
             total = (1 if body < 64 else 2 if body < 8192 else varint_size(body)) + body
-            if n and (estimate + total > limit or (factor and uncompressed + total > cap)):
+            if n and (estimate + total > limit or (factor and uncompressed - before + total > cap)):
                 break
             pieces += (V[body] if body < N else zigzag_varint(body), b"\x00", tsb, od, data[lo:hi])
             uncompressed += total

@@ -210,6 +210,10 @@ def _snappy_decompress(data: Buffer) -> bytes:
 # ----------------------------------------------------------------------------------------------- lz4
 
 LZ4_KAFKA_HEADER = bytes.fromhex("04224d18604082")
+LZ4_END_MARK = b"\x00\x00\x00\x00"
+LZ4_BLOCK_SIZE = 64 * 1024
+LZ4_UNCOMPRESSED_BIT = 0x80000000
+_UINT32_LE = struct.Struct("<I")
 
 
 def _lz4_compress(data: Buffer, level: int) -> bytes:
@@ -293,3 +297,106 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
         name = CompressionType(codec).config_name
         raise CorruptRecordBatchError(f"{name} decompression failed: {exc}") from exc
     raise CorruptRecordBatchError(f"unknown compression codec id {int(codec)} (valid 0..4)")
+
+
+# ------------------------------------------------------------------------------------ streaming
+
+class CompressionStream:
+    """One batch's records compressed in pieces, as Java's compressing output streams do (the records of a
+    compressed batch pass through ``KafkaLZ4BlockOutputStream``, ``GZIPOutputStream``, ... as they are
+    appended). ``RecordBatchBuilder`` hands over the records it has staged when they reach its cap
+    (``spill``) and the rest at the end (``finish``); the pieces joined are one payload in the same format
+    as ``compress`` makes, and the pieces so far always decode (``decompress_spilled``), since each
+    ``spill`` ends on a whole block (lz4, snappy) or a flush point (gzip: ``Z_SYNC_FLUSH``; zstd: a flushed
+    block)."""
+
+    __slots__ = ("_codec", "_level", "_started", "_state")
+
+    def __init__(self, codec: CompressionType, level: int | None = None) -> None:
+        self._codec = codec
+        lvl = validate_level(codec, level)
+        self._level = lvl
+        self._started = False
+        self._state: Any = None
+        if codec == CompressionType.GZIP:
+            assert lvl is not None
+            self._state = zlib.compressobj(lvl, zlib.DEFLATED, 31)
+        elif codec == CompressionType.ZSTD:
+            self._state = _library(CompressionType.ZSTD).ZstdCompressor(level=lvl).compressobj()
+        elif codec == CompressionType.LZ4:
+            _library(CompressionType.LZ4)
+            self._state = importlib.import_module("lz4.block")
+        elif codec == CompressionType.SNAPPY:
+            _library(CompressionType.SNAPPY)
+        else:
+            raise ConfigError(f"compression.type {codec.config_name!r} does not compress", key="compression.type")
+
+    def spill(self, data: Buffer) -> bytes:
+        """Compress ``data`` (the next records' bytes): the result, appended to the earlier ones, decodes."""
+        codec = self._codec
+        if codec == CompressionType.LZ4:
+            return self._lz4_blocks(data)
+        if codec == CompressionType.SNAPPY:
+            return self._snappy_blocks(data)
+        state = self._state
+        if codec == CompressionType.GZIP:
+            return bytes(state.compress(data) + state.flush(zlib.Z_SYNC_FLUSH))
+        zstd = _library(CompressionType.ZSTD)
+        return bytes(state.compress(data) + state.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK))
+
+    def finish(self, data: Buffer) -> bytes:
+        """Compress the last records' bytes and end the stream."""
+        codec = self._codec
+        if codec == CompressionType.LZ4:
+            return self._lz4_blocks(data) + LZ4_END_MARK
+        if codec == CompressionType.SNAPPY:
+            return self._snappy_blocks(data)
+        state = self._state
+        return bytes(state.compress(data) + state.flush())
+
+    def _lz4_blocks(self, data: Buffer) -> bytes:
+        # independent blocks of at most 64 KiB behind Kafka's frame header; a block that does not shrink is
+        # stored as it is (the size's high bit set), as LZ4F_compressFrame does
+        block = self._state
+        level = self._level
+        assert level is not None
+        fast = level == LZ4_DEFAULT_LEVEL or level < 3  # as _lz4_compress: lz4.frame's levels < 3 are fast
+        parts: list[bytes] = []
+        if not self._started:
+            self._started = True
+            parts.append(LZ4_KAFKA_HEADER)
+        view = memoryview(data)
+        pack = _UINT32_LE.pack
+        for start in range(0, len(view), LZ4_BLOCK_SIZE):
+            chunk = view[start:start + LZ4_BLOCK_SIZE]
+            packed: bytes = (block.compress(chunk, store_size=False) if fast else
+                             block.compress(chunk, mode="high_compression", compression=level, store_size=False))
+            if len(packed) >= len(chunk):
+                parts += (pack(len(chunk) | LZ4_UNCOMPRESSED_BIT), bytes(chunk))
+            else:
+                parts += (pack(len(packed)), packed)
+        return b"".join(parts)
+
+    def _snappy_blocks(self, data: Buffer) -> bytes:
+        whole = _snappy_compress(data)
+        if self._started:
+            return whole[len(SNAPPY_HEADER):]
+        self._started = True
+        return whole
+
+
+def decompress_spilled(codec: CompressionType, data: Buffer) -> bytes:
+    """The records' bytes of the pieces a ``CompressionStream`` has spilled so far (not finished)."""
+    if not data:
+        return b""
+    if codec == CompressionType.LZ4:
+        return decompress(codec, bytes(data) + LZ4_END_MARK)
+    if codec == CompressionType.SNAPPY:
+        return decompress(codec, data)
+    try:
+        if codec == CompressionType.GZIP:
+            return zlib.decompressobj(31).decompress(data)
+        result: bytes = _library(CompressionType.ZSTD).ZstdDecompressor().decompressobj().decompress(data)
+        return result
+    except Exception as exc:  # zlib.error, ZstdError
+        raise CorruptRecordBatchError(f"{CompressionType(codec).config_name} decompression failed: {exc}") from exc
