@@ -439,6 +439,30 @@ def test_retriable_produce_errors_no_duplicates_order_kept(mock_target: Target) 
     assert sum(total.values()) + sum(d.without_offsets for d in done) == len(merged)
 
 
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_compressed_bulk_batches_take_rows_past_twice_their_limit(broker_target: Target, codec: str) -> None:
+    """The bulk path spills as send() does (RecordBatchBuilder.append_tails): once the topic's ratio estimate
+    has crept below 1/2, a 16 KB batch of compressible rows holds more than twice its limit uncompressed.
+    Apache Kafka decompresses every batch to validate it; confluent-kafka reads every row back in order."""
+    topic = broker_target.topic(1)
+    producer = broker_target.producer({"linger.ms": 20, "batch.size": 16384, "compression.type": codec})
+    letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    payloads = [bytes(letters[(i * 7 + j * j) % 26] for j in range(60 + 10 * i)) for i in range(8)]
+    keys = [b"key-%d" % (i % 1000) for i in range(120_000)]
+    values = [payloads[i % 8] + b"%06d" % i for i in range(120_000)]
+    metrics = producer.metrics_registry
+    for lo, hi in ((0, 60_000), (60_000, 120_000)):
+        batches, records = metrics.batches_sent, metrics.records_in_requests
+        batch = pa.RecordBatch.from_pydict({"key": pa.array(keys[lo:hi], pa.binary()),
+                                            "value": pa.array(values[lo:hi], pa.binary())})
+        report = producer.send_arrow(topic, batch).wait(60)
+        assert (report.acknowledged, report.failed) == (hi - lo, 0)
+    per_batch = (metrics.records_in_requests - records) / (metrics.batches_sent - batches)
+    assert per_batch > 600, per_batch  # at most ~300 of these rows fit in 2 x 16,384 bytes
+    got = consume_all(broker_target.bootstrap, topic, expected_count=len(values), timeout=60)
+    assert [(r.key, r.value) for r in got] == list(zip(keys, values, strict=True))
+
+
 @pytest.mark.parametrize("codec", ["none", "lz4"])
 def test_message_too_large_splits_bulk_batches(mock_target: Target, codec: str) -> None:
     """A batch the broker rejects as too large is split; the report follows the rows into the new batches.
