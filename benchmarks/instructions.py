@@ -1,7 +1,7 @@
 """Machine instructions per record of the producer's send paths, counted by callgrind.
 
 Usage: ``python benchmarks/instructions.py [--paths keyed,keyless,...] [--small 20000] [--large 60000]
-[--batch-size 16384]``
+[--batch-size 16384] [--compression lz4]``
 (needs ``valgrind``; a few minutes). Set ``SPARKAFKA_NO_ACCEL=1`` for the pure-Python paths.
 
 How it works: wall time is useless on a shared machine, instruction counts are not. For each path the
@@ -12,8 +12,9 @@ imports and connections. ``caller`` is the thread that sends (``main``), ``total
 process (the Sender's share depends a little on how its loop and the caller's interleave). The broker
 is a librdkafka mock cluster in its own process (``mock_broker.py``, not counted). Every path sends
 100-byte values with a callback on every record (as ``worker.py``), acks=all, idempotence, batch.size
-16384 (``--batch-size``) and a linger.ms so long that only full batches and ``flush()`` send, so the
-batches are the same in every run. Paths:
+16384 (``--batch-size``), no compression (``--compression``: a fresh producer's ratio estimate creeps
+down from 1.0 by Java's steps, so the first ~100 batches of a compressed run are smaller) and a linger.ms
+so long that only full batches and ``flush()`` send, so the batches are the same in every run. Paths:
 
 * ``keyed``: ``producer.send(topic, value, key, callback=cb)``, 8-byte keys (the C send lane when the
   accelerator is built);
@@ -47,13 +48,13 @@ each is one more callgrind thread file and, spinning, instructions that vary fro
 ARROW_ROWS = 10_000
 
 
-def child(path: str, bootstrap: str, topic: str, n: int, batch_size: int = 16384) -> None:
+def child(path: str, bootstrap: str, topic: str, n: int, batch_size: int = 16384, compression: str = "none") -> None:
     sys.path.insert(0, os.path.join(ROOT, "src"))
     from sparkafka.cli.perf import make_keys, random_payload
     from sparkafka.producer.producer import KafkaProducer
 
     config = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 600_000,
-              "batch.size": batch_size}
+              "batch.size": batch_size, "compression.type": compression}
     if path.endswith("-txn"):
         config["transactional.id"] = f"instr-{path}-{n}"
     producer = KafkaProducer(config)
@@ -108,12 +109,13 @@ def child(path: str, bootstrap: str, topic: str, n: int, batch_size: int = 16384
         producer.close()
 
 
-def count(path: str, bootstrap: str, topic: str, n: int, workdir: str, batch_size: int) -> tuple[int, int]:
+def count(path: str, bootstrap: str, topic: str, n: int, workdir: str, batch_size: int,
+          compression: str) -> tuple[int, int]:
     """(caller thread's instructions, all threads') of one child run."""
     out = os.path.join(workdir, f"{path}-{n}")
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}",
                     sys.executable, os.path.abspath(__file__), "--child", path, bootstrap, topic, str(n),
-                    str(batch_size)],
+                    str(batch_size), compression],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_CHILD_ENV)
     totals: dict[str, int] = {}
     for name in glob.glob(out + "*"):
@@ -128,16 +130,18 @@ def count(path: str, bootstrap: str, topic: str, n: int, workdir: str, batch_siz
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]) if len(sys.argv) > 6 else 16384)
+        child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), sys.argv[7])
         return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--small", type=int, default=20_000)
     parser.add_argument("--large", type=int, default=60_000)
     parser.add_argument("--batch-size", type=int, default=16384)
+    parser.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"))
     args = parser.parse_args()
     accel = "pure Python" if os.environ.get("SPARKAFKA_NO_ACCEL") else "C accelerator"
-    print(f"instructions per record ({accel}; {args.large} - {args.small} records; batch.size {args.batch_size})")
+    print(f"instructions per record ({accel}; {args.large} - {args.small} records; batch.size {args.batch_size}; "
+          f"compression {args.compression})")
     for path in args.paths.split(","):
         if path not in PATHS:
             parser.error(f"unknown path {path!r}; known: {', '.join(PATHS)}")
@@ -148,8 +152,8 @@ def main() -> int:
             assert broker.stdout is not None
             bootstrap = broker.stdout.readline().strip()
             with tempfile.TemporaryDirectory() as workdir:
-                small = count(path, bootstrap, topic, args.small, workdir, args.batch_size)
-                large = count(path, bootstrap, topic, args.large, workdir, args.batch_size)
+                small = count(path, bootstrap, topic, args.small, workdir, args.batch_size, args.compression)
+                large = count(path, bootstrap, topic, args.large, workdir, args.batch_size, args.compression)
         finally:
             assert broker.stdin is not None
             broker.stdin.close()

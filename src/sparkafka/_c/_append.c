@@ -218,6 +218,14 @@ static int builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ssize
     p->to_private = p->end > PyByteArray_GET_SIZE(buf) && buf == b->buffer;
     if (p->to_private && p->n > 0 && PyByteArray_GET_SIZE(buf) < limit)
         return general ? 2 : 0; /* a short pooled buffer: the general path grows it or starts a new batch */
+    p->private_size = p->end;
+    if (p->to_private && factor != 0.0) { /* record/builder.py _moved: room up to the cap at once */
+        long long room = RECORD_BATCH_OVERHEAD + MAX_UNCOMPRESSED_RATIO * limit;
+        if (room > 2 * (long long)p->end)
+            room = 2 * (long long)p->end;
+        if (room > p->private_size)
+            p->private_size = (Py_ssize_t)room;
+    }
     return 1;
 }
 
@@ -251,7 +259,7 @@ int sparkafka_batch_plan(BatchState *batch, long long ts, Py_ssize_t klen, Py_ss
 static int builder_prepare(const append_plan_t *p, PyObject **moved) {
     *moved = NULL;
     if (p->to_private) { /* record/builder.py _target: the records so far, in a bytearray of our own */
-        *moved = PyByteArray_FromStringAndSize(NULL, p->end);
+        *moved = PyByteArray_FromStringAndSize(NULL, p->private_size);
         if (*moved == NULL)
             return -1;
         memcpy(PyByteArray_AS_STRING(*moved), PyByteArray_AS_STRING(p->buf), (size_t)p->pos);

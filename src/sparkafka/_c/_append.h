@@ -140,7 +140,8 @@ typedef struct {
     Py_ssize_t pos, total, end; /* where it goes, its encoded size, pos + total */
     long long uncompressed, estimate, grown; /* the builder's sizes after it, and the estimate's growth */
     int to_private;     /* it runs past the pooled buffer (not a short one, which refuses the record): the
-                         * records move to a private bytearray first */
+                         * records move to a private bytearray first ... */
+    Py_ssize_t private_size; /* ... of this size (compressing: room up to the cap at once) */
     PyObject *buf;      /* the builder's _buf (borrowed) */
     long long index;    /* (batch plans) the record's index in the batch */
     PyObject *bad_owner; /* after -1: the object (borrowed) ... */

@@ -305,8 +305,21 @@ class RecordBatchBuilder(_BuilderState):
         a record that would overflow a short buffer: ``is_short``)."""
         buf = self._buf
         if end > len(buf) and buf is self._buffer:
-            buf = self._buf = buf[:self._pos]
+            buf = self._buf = self._moved(end)
         return buf
+
+    def _moved(self, end: int) -> bytearray:
+        """The records so far in a private bytearray with room up to ``end``; when compressing, with room
+        up to the cap of bytes held (``MAX_UNCOMPRESSED_RATIO``; at most twice ``end``) at once, so that it
+        does not grow record by record (callgrind, keyed lz4 records: growing it cost ~360 instructions
+        per record). Bytes past ``_pos`` are not part of the batch."""
+        pos = self._pos
+        size = end
+        if self._ratio_factor:
+            size = max(end, min(RECORD_BATCH_OVERHEAD + MAX_UNCOMPRESSED_RATIO * self._write_limit, 2 * end))
+        moved = bytearray(size)
+        moved[:pos] = memoryview(self._buf)[:pos]
+        return moved
 
     def is_short(self) -> bool:
         """The records are written into a pooled buffer shorter than the write limit: a record that
@@ -375,7 +388,7 @@ class RecordBatchBuilder(_BuilderState):
             if n and len(buf) < limit:  # a short pooled buffer: the caller grows it or starts a new batch
                 self.wanted_capacity = end
                 return -1
-            buf = self._buf = buf[:pos]  # _target: the records go to a private bytearray
+            buf = self._buf = self._moved(end)  # _target: the records go to a private bytearray
         if headers:
             self._pos = _encode_record_with_headers(buf, pos, size, d, n, key, value, headers)
         else:

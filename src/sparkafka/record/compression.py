@@ -17,6 +17,11 @@ on bad input.
 - zstd: a standard frame from ``zstandard``; the reader handles frames without content size and
   several frames back to back.
 
+``CompressionStream`` compresses one batch's records in pieces (``RecordBatchBuilder`` spills the records
+it holds past twice its limit): lz4 writes Kafka's frame block by block, snappy its xerial chunks, gzip
+flushes (``Z_SYNC_FLUSH``) and zstd ends a block after each piece, so the pieces so far always decode
+(``decompress_spilled``) and all of them with ``finish`` are one payload that ``decompress`` reads.
+
 Levels are checked by ``validate_level``, which names the ``compression.<codec>.level`` key.
 
 The libraries (cramjam, lz4, zstandard; gzip is zlib from the standard library) are imported on first
