@@ -4,8 +4,8 @@ How it works: ``RecordBatchBuilder.try_append`` encodes each record as it is app
 into the batch's buffer (the pooled ``bytearray`` given by the accumulator, from byte 61 on; a
 private, growing ``bytearray`` when there is none). A pooled buffer is never grown in place. One at
 least as long as the write limit that a record would overflow (only when compressing: up to
-``MAX_UNCOMPRESSED_RATIO`` times the limit of uncompressed records) moves the records to a private
-bytearray, as before; a *short* one (shorter than the write limit: the accumulator gives new batches
+``MAX_UNCOMPRESSED_RATIO`` times the limit of records held uncompressed) moves the records to a private
+bytearray with room up to that cap; a *short* one (shorter than the write limit: the accumulator gives new batches
 short buffers under memory pressure, ``producer/buffer_pool.py``) refuses the record instead, with
 ``wanted_capacity`` set, and the caller either moves the batch into a larger pooled buffer
 (``replace_buffer``) and appends again, or starts a new batch; so the records of a batch with a short
@@ -25,9 +25,11 @@ state (buffer, position, counts, sizes, limit, timestamps, closed flag) is a bas
 (``_c/_append.h``, the interface the C code shares with the producer), else ``_BuilderStatePy`` here
 with the same attributes, and ``try_append_open`` is ``_try_append_open_py``, the rule in Python. Size
 accounting follows Java's ``MemoryRecordsBuilder`` (exact uncompressed record sizes, ``61 + uncompressed
-* ratio * 1.05`` when compressing, the first record always fits; when compressing a batch also stops at
-``MAX_UNCOMPRESSED_RATIO`` times its limit in uncompressed bytes). ``records`` decodes the stored
-records (for splitting a batch the broker rejected as too large).
+* ratio * 1.05`` when compressing, the first record always fits). When compressing, the record that would
+take the bytes held uncompressed past ``MAX_UNCOMPRESSED_RATIO`` times the limit first makes the batch
+compress them into its ``CompressionStream`` (``_spill``; Java's appends compress as they go) and take its
+ratio estimate from them. ``records`` decodes the stored records (for splitting a batch the broker
+rejected as too large).
 
 ``set_producer_state`` rewrites producer id, epoch, base sequence and the transactional bit of a
 closed batch (and its CRC): at drain for a compressed batch sealed earlier, and for renumbering after an
@@ -79,8 +81,8 @@ a time (the C accelerator has the same constant). A record that would pass it ma
 compress the records held so far into the batch's ``CompressionStream`` first (a *spill*), as Java's
 appends compress as they go; the estimate (Java's: uncompressed bytes x ratio estimate x 1.05) decides
 when the batch is full. So a batch of very compressible records holds many times its limit of records
-while its memory stays within about three times the limit. The bulk paths (``append_tails``) do not
-spill: they stop at this cap of uncompressed bytes."""
+while its memory stays within about three times the limit. The bulk path (``append_tails``) spills the
+same way."""
 
 _CRC = struct.Struct(">I")
 _PRODUCER_STATE = struct.Struct(">qhi")  # at offset 43
@@ -452,8 +454,8 @@ class RecordBatchBuilder(_BuilderState):
 
     def _spill(self) -> None:
         """Compress the records held uncompressed into the stream (``MAX_UNCOMPRESSED_RATIO``) and start
-        holding again at byte 61 of the same buffer (a private one: the cap is past any pooled buffer's
-        end). The batch's ratio estimate becomes the ratio of the bytes compressed so far (x 1.05), and
+        holding again at byte 61 of the same buffer (a private one unless the pooled buffer is longer than
+        the cap). The batch's ratio estimate becomes the ratio of the bytes compressed so far (x 1.05), and
         the estimate follows, so the batch fills by what its records really compress to."""
         stream = self._stream
         if stream is None:
