@@ -89,7 +89,7 @@ def test_content_round_trip(target: Target, codec: str) -> None:
         assert metrics["compression-rate-avg"] < 0.6, metrics["compression-rate-avg"]
 
 
-@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
 def test_compressed_batches_take_records_past_twice_their_limit(broker_target: Target, codec: str) -> None:
     """Compressible records: once the topic's ratio estimate has crept below 1/2 (Java's
     ``CompressionRatioEstimator`` steps), a batch holds more than twice batch.size of records; what passes

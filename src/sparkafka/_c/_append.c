@@ -151,8 +151,8 @@ static inline int refuse_bad(append_plan_t *plan, PyObject *owner, const char *f
  * fills the batch. Both: -1 for a field holding a value of the wrong type. Only the general rule returns 2:
  * a record that fits the batch but overflows its short pooled buffer (the Python try_append then sets
  * ``wanted_capacity``), one that would pass the cap of MAX_UNCOMPRESSED_RATIO x the limit of records held
- * uncompressed (the Python try_append compresses them first), or sizes no batch has; the caller then takes
- * the Python path. */
+ * uncompressed (the Python try_append compresses them first, or refuses it for gzip and zstd), or sizes no
+ * batch has; the caller then takes the Python path. */
 static int builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ssize_t vlen, append_plan_t *p,
                         int general) {
     p->bad = NULL;
@@ -200,7 +200,8 @@ static int builder_plan(BuilderState *b, long long ts, Py_ssize_t klen, Py_ssize
     /* Python: 61 + int(uncompressed * factor) when compressing (a double product truncated toward zero) */
     p->estimate = RECORD_BATCH_OVERHEAD + (factor != 0.0 ? (long long)((double)p->uncompressed * factor) : p->uncompressed);
     /* when compressing, the records held uncompressed (from byte 61 to _pos) stay within the cap: the one
-     * that would pass it makes the Python try_append compress them first (RecordBatchBuilder._spill) */
+     * that would pass it goes to the Python try_append, which compresses them first (lz4, snappy:
+     * RecordBatchBuilder._spill) or finds the batch full (gzip, zstd) */
     int over_cap = factor != 0.0 && pos - RECORD_BATCH_OVERHEAD + p->total - limit > (MAX_UNCOMPRESSED_RATIO - 1) * limit;
     if (general) {
         if (p->n > 0 && over_cap)
@@ -432,7 +433,8 @@ static PyObject *batch_try_append_open(PyObject *self, PyObject *const *args, Py
 /* BatchState.try_append_general(timestamp, key, value, callback, key_size, value_size) -> the record's index,
  * -1 when the batch does not take it (closed for appends, no room: ``RecordBatchBuilder.try_append``'s rule for
  * a record without headers, which also takes a batch's first record and the one that fills it), or -2 when
- * the Python ``try_append`` must decide (a short pooled buffer to grow, sizes no batch has). What
+ * the Python ``try_append`` must decide (a short pooled buffer to grow, a record past the cap of bytes held
+ * uncompressed, sizes no batch has). What
  * ``ProducerBatch.try_append`` runs for a record without headers; the Python rule costs ~5,000 instructions
  * per record (callgrind). */
 static PyObject *batch_try_append_general(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

@@ -25,11 +25,11 @@ state (buffer, position, counts, sizes, limit, timestamps, closed flag) is a bas
 (``_c/_append.h``, the interface the C code shares with the producer), else ``_BuilderStatePy`` here
 with the same attributes, and ``try_append_open`` is ``_try_append_open_py``, the rule in Python. Size
 accounting follows Java's ``MemoryRecordsBuilder`` (exact uncompressed record sizes, ``61 + uncompressed
-* ratio * 1.05`` when compressing, the first record always fits). When compressing, the record that would
-take the bytes held uncompressed past ``MAX_UNCOMPRESSED_RATIO`` times the limit first makes the batch
-compress them into its ``CompressionStream`` (``_spill``; Java's appends compress as they go) and take its
-ratio estimate from them. ``records`` decodes the stored records (for splitting a batch the broker
-rejected as too large).
+* ratio * 1.05`` when compressing, the first record always fits). When compressing, a record that would
+take the bytes held uncompressed past ``MAX_UNCOMPRESSED_RATIO`` times the limit first makes an lz4 or
+snappy batch compress them into its ``CompressionStream`` (``_spill``; Java's appends compress as they
+go) and take its ratio estimate from them; a gzip or zstd batch is full there. ``records`` decodes the
+stored records (for splitting a batch the broker rejected as too large).
 
 ``set_producer_state`` rewrites producer id, epoch, base sequence and the transactional bit of a
 closed batch (and its CRC): at drain for a compressed batch sealed earlier, and for renumbering after an
@@ -48,6 +48,7 @@ from sparkafka.errors import CorruptRecordBatchError, InvalidRecordInputError
 from sparkafka.record._varint import NULL_LENGTH, SMALL, VARINT, VARINT_ATTR0, varint_size, zigzag_varint
 from sparkafka.record.compression import (
     NO_COMPRESSION,
+    SPILLING_CODECS,
     CompressionStream,
     CompressionType,
     compress,
@@ -77,12 +78,14 @@ from sparkafka.record.tails_vector import encode_tails, numpy_module
 COMPRESSION_RATE_ESTIMATION_FACTOR = 1.05
 MAX_UNCOMPRESSED_RATIO = 2
 """When compressing, a batch holds at most this many times its write limit of uncompressed records at
-a time (the C accelerator has the same constant). A record that would pass it makes ``try_append``
-compress the records held so far into the batch's ``CompressionStream`` first (a *spill*), as Java's
-appends compress as they go; the estimate (Java's: uncompressed bytes x ratio estimate x 1.05) decides
-when the batch is full. So a batch of very compressible records holds many times its limit of records
-while its memory stays within about three times the limit. The bulk path (``append_tails``) spills the
-same way."""
+a time (the C accelerator has the same constant). With lz4 and snappy (``SPILLING_CODECS``) a record that
+would pass it makes ``try_append`` compress the records held so far into the batch's
+``CompressionStream`` first (a *spill*), as Java's appends compress as they go, and the estimate (Java's:
+uncompressed bytes x ratio estimate x 1.05) decides when the batch is full: a batch of very compressible
+records holds many times its limit of records while its memory stays within about three times the limit.
+The bulk path (``append_tails``) spills the same way. With gzip and zstd the batch is full at the cap (a
+stream of theirs would keep a compressor context per open batch: ~270 KB for zlib, ~1.6 MB for zstd at
+level 3)."""
 
 _CRC = struct.Struct(">I")
 _PRODUCER_STATE = struct.Struct(">qhi")  # at offset 43
@@ -377,8 +380,12 @@ class RecordBatchBuilder(_BuilderState):
         total = size + (1 if size < 64 else 2 if size < 8192 else varint_size(size))
         limit = self._write_limit
         held = self._pos - RECORD_BATCH_OVERHEAD
-        if n and self._ratio_factor and held and held + total > MAX_UNCOMPRESSED_RATIO * limit:
-            self._spill()
+        if n and self._ratio_factor and held + total > MAX_UNCOMPRESSED_RATIO * limit:
+            if self._compression not in SPILLING_CODECS:  # gzip, zstd: full at the cap
+                self.wanted_capacity = 0
+                return -1
+            if held:
+                self._spill()
         old = self.estimated_size_in_bytes
         if n and old + total > limit:
             self.wanted_capacity = 0
@@ -571,6 +578,7 @@ class RecordBatchBuilder(_BuilderState):
                     else:
                         payload = self._spilled + stream.finish(whole[RECORD_BATCH_OVERHEAD:size])
                         self._spilled = b""
+                        self._stream = None
                 self.actual_compression_ratio = len(payload) / self.uncompressed_bytes
                 size = RECORD_BATCH_OVERHEAD + len(payload)
                 pooled = self._buffer
@@ -610,7 +618,8 @@ class RecordBatchBuilder(_BuilderState):
             count = self._append_tails_once(offsets, data, start, stop, n, d, limit)
             start += count
             n += count
-            if start >= stop or not self._ratio_factor or self._pos == RECORD_BATCH_OVERHEAD:
+            if (start >= stop or not self._ratio_factor or self._pos == RECORD_BATCH_OVERHEAD
+                    or self._compression not in SPILLING_CODECS):
                 break
             # refused by the cap of bytes held uncompressed, not by the estimate: spill, as try_append does
             body = 1 + varint_size(d) + varint_size(n) + offsets[start + 1] - offsets[start]

@@ -18,9 +18,9 @@ on bad input.
   several frames back to back.
 
 ``CompressionStream`` compresses one batch's records in pieces (``RecordBatchBuilder`` spills the records
-it holds past twice its limit): lz4 writes Kafka's frame block by block, snappy its xerial chunks, gzip
-flushes (``Z_SYNC_FLUSH``) and zstd ends a block after each piece, so the pieces so far always decode
-(``decompress_spilled``) and all of them with ``finish`` are one payload that ``decompress`` reads.
+it holds past twice its limit), for lz4 and snappy (``SPILLING_CODECS``): lz4 writes Kafka's frame block
+by block, snappy its xerial chunks, so the pieces so far always decode (``decompress_spilled``) and all of
+them with ``finish`` are one payload that ``decompress`` reads.
 
 Levels are checked by ``validate_level``, which names the ``compression.<codec>.level`` key.
 
@@ -306,63 +306,52 @@ def decompress(codec: CompressionType | int, data: Buffer) -> bytes:
 
 # ------------------------------------------------------------------------------------ streaming
 
+SPILLING_CODECS = frozenset({CompressionType.LZ4, CompressionType.SNAPPY})
+"""The codecs a ``CompressionStream`` takes: block formats whose blocks are compressed independently, so a
+stream keeps no compressor state between pieces. gzip and zstd would keep a compressor context per open
+batch (zlib ~270 KB, zstd ~1.6 MB at level 3), which ``buffer.memory`` does not count."""
+
+
 class CompressionStream:
     """One batch's records compressed in pieces, as Java's compressing output streams do (the records of a
-    compressed batch pass through ``KafkaLZ4BlockOutputStream``, ``GZIPOutputStream``, ... as they are
-    appended). ``RecordBatchBuilder`` hands over the records it has staged when they reach its cap
-    (``spill``) and the rest at the end (``finish``); the pieces joined are one payload in the same format
-    as ``compress`` makes, and the pieces so far always decode (``decompress_spilled``), since each
-    ``spill`` ends on a whole block (lz4, snappy) or a flush point (gzip: ``Z_SYNC_FLUSH``; zstd: a flushed
-    block)."""
+    compressed batch pass through ``KafkaLZ4BlockOutputStream`` or snappy-java's ``SnappyOutputStream`` as
+    they are appended). ``RecordBatchBuilder`` hands over the records it holds when they reach its cap
+    (``spill``) and the rest at the end (``finish``); the pieces joined are one payload that ``decompress``
+    reads, and the pieces so far always decode (``decompress_spilled``), since each ``spill`` ends on a whole
+    block: lz4 blocks of at most 64 KiB behind Kafka's frame header (the end mark comes with ``finish``),
+    snappy xerial chunks behind one header. Only ``SPILLING_CODECS``."""
 
-    __slots__ = ("_codec", "_level", "_started", "_state")
+    __slots__ = ("_codec", "_level", "_started")
 
     def __init__(self, codec: CompressionType, level: int | None = None) -> None:
+        if codec not in SPILLING_CODECS:
+            raise ConfigError(f"compression.type {CompressionType(codec).config_name!r} is not compressed in pieces",
+                              key="compression.type")
+        _library(codec)
         self._codec = codec
-        lvl = validate_level(codec, level)
-        self._level = lvl
+        self._level = validate_level(codec, level)
         self._started = False
-        self._state: Any = None
-        if codec == CompressionType.GZIP:
-            assert lvl is not None
-            self._state = zlib.compressobj(lvl, zlib.DEFLATED, 31)
-        elif codec == CompressionType.ZSTD:
-            self._state = _library(CompressionType.ZSTD).ZstdCompressor(level=lvl).compressobj()
-        elif codec == CompressionType.LZ4:
-            _library(CompressionType.LZ4)
-            self._state = importlib.import_module("lz4.block")
-        elif codec == CompressionType.SNAPPY:
-            _library(CompressionType.SNAPPY)
-        else:
-            raise ConfigError(f"compression.type {codec.config_name!r} does not compress", key="compression.type")
 
     def spill(self, data: Buffer) -> bytes:
         """Compress ``data`` (the next records' bytes): the result, appended to the earlier ones, decodes."""
-        codec = self._codec
-        if codec == CompressionType.LZ4:
+        if self._codec == CompressionType.LZ4:
             return self._lz4_blocks(data)
-        if codec == CompressionType.SNAPPY:
-            return self._snappy_blocks(data)
-        state = self._state
-        if codec == CompressionType.GZIP:
-            return bytes(state.compress(data) + state.flush(zlib.Z_SYNC_FLUSH))
-        zstd = _library(CompressionType.ZSTD)
-        return bytes(state.compress(data) + state.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK))
+        whole = _snappy_compress(data)
+        if self._started:
+            return whole[len(SNAPPY_HEADER):]
+        self._started = True
+        return whole
 
     def finish(self, data: Buffer) -> bytes:
         """Compress the last records' bytes and end the stream."""
-        codec = self._codec
-        if codec == CompressionType.LZ4:
+        if self._codec == CompressionType.LZ4:
             return self._lz4_blocks(data) + LZ4_END_MARK
-        if codec == CompressionType.SNAPPY:
-            return self._snappy_blocks(data)
-        state = self._state
-        return bytes(state.compress(data) + state.flush())
+        return self.spill(data)
 
     def _lz4_blocks(self, data: Buffer) -> bytes:
         # independent blocks of at most 64 KiB behind Kafka's frame header; a block that does not shrink is
         # stored as it is (the size's high bit set), as LZ4F_compressFrame does
-        block = self._state
+        block = importlib.import_module("lz4.block")
         level = self._level
         assert level is not None
         fast = level == LZ4_DEFAULT_LEVEL or level < 3  # as _lz4_compress: lz4.frame's levels < 3 are fast
@@ -382,13 +371,6 @@ class CompressionStream:
                 parts += (pack(len(packed)), packed)
         return b"".join(parts)
 
-    def _snappy_blocks(self, data: Buffer) -> bytes:
-        whole = _snappy_compress(data)
-        if self._started:
-            return whole[len(SNAPPY_HEADER):]
-        self._started = True
-        return whole
-
 
 def decompress_spilled(codec: CompressionType, data: Buffer) -> bytes:
     """The records' bytes of the pieces a ``CompressionStream`` has spilled so far (not finished)."""
@@ -396,12 +378,4 @@ def decompress_spilled(codec: CompressionType, data: Buffer) -> bytes:
         return b""
     if codec == CompressionType.LZ4:
         return decompress(codec, bytes(data) + LZ4_END_MARK)
-    if codec == CompressionType.SNAPPY:
-        return decompress(codec, data)
-    try:
-        if codec == CompressionType.GZIP:
-            return zlib.decompressobj(31).decompress(data)
-        result: bytes = _library(CompressionType.ZSTD).ZstdDecompressor().decompressobj().decompress(data)
-        return result
-    except Exception as exc:  # zlib.error, ZstdError
-        raise CorruptRecordBatchError(f"{CompressionType(codec).config_name} decompression failed: {exc}") from exc
+    return decompress(codec, data)
