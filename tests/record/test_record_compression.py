@@ -160,21 +160,29 @@ def test_lz4_kafka_header() -> None:
         assert out[-4:] == b"\x00\x00\x00\x00"  # end mark, no content checksum
 
 
-def test_lz4_blocks_are_at_most_64k() -> None:
-    data = os.urandom(150_000)  # incompressible: blocks are stored raw with the high bit set
-    out = compress(CompressionType.LZ4, data)
-    pos, sizes = 7, []
+def _lz4_frame_blocks(out: bytes) -> list[tuple[bool, bytes]]:
+    """The blocks of an lz4 frame with Kafka's 7-byte header, up to its end mark (which must end ``out``):
+    (stored uncompressed, the block's bytes decompressed)."""
+    pos, blocks = 7, []
     while True:
         (word,) = struct.unpack_from("<I", out, pos)
         pos += 4
         if word == 0:
             break
         size = word & 0x7FFFFFFF
-        assert word & 0x80000000
-        sizes.append(size)
+        stored = bool(word & 0x80000000)
+        raw = out[pos:pos + size]
+        blocks.append((stored, raw if stored else lz4.block.decompress(raw, uncompressed_size=65536)))
         pos += size
     assert pos == len(out)
-    assert sizes == [65536, 65536, 150_000 - 131072]
+    return blocks
+
+
+def test_lz4_blocks_are_at_most_64k() -> None:
+    data = os.urandom(150_000)  # incompressible: blocks are stored raw with the high bit set
+    blocks = _lz4_frame_blocks(compress(CompressionType.LZ4, data))
+    assert all(stored for stored, _ in blocks)
+    assert [len(b) for _, b in blocks] == [65536, 65536, 150_000 - 131072]
 
 
 def test_lz4_reader_accepts_other_frames() -> None:
@@ -278,17 +286,7 @@ def test_lz4_stream_writes_kafka_frames_of_independent_blocks_of_at_most_64k() -
     stream = CompressionStream(CompressionType.LZ4)
     out = stream.spill(COMPRESSIBLE[:150_000]) + stream.finish(incompressible)
     assert out[:7] == LZ4_KAFKA_HEADER
-    pos, blocks = 7, []
-    while True:
-        (word,) = struct.unpack_from("<I", out, pos)
-        pos += 4
-        if word == 0:
-            break
-        size = word & 0x7FFFFFFF
-        blocks.append((bool(word & 0x80000000), lz4.block.decompress(out[pos:pos + size], uncompressed_size=65536)
-                       if not word & 0x80000000 else out[pos:pos + size]))
-        pos += size
-    assert pos == len(out)
+    blocks = _lz4_frame_blocks(out)
     assert [len(b) for _, b in blocks] == [65536, 65536, 18928, 65536, 34464]
     assert [raw for raw, _ in blocks] == [False, False, False, True, True]
     assert b"".join(b for _, b in blocks) == COMPRESSIBLE[:150_000] + incompressible

@@ -11,8 +11,9 @@ on bad input.
   then for every 32 KiB of input an int32 big-endian length and a raw snappy block (cramjam).
   The reader also accepts a bare raw snappy block, and headers repeated between blocks.
 - lz4: one LZ4 frame with Kafka's header ``04 22 4D 18 60 40 82`` (independent blocks, 64 KiB,
-  no checksums, no content size, end mark 0) written by ``lz4.frame``. Kafka's default level 9 uses the
-  fast compressor, other levels the HC one, as ``Lz4BlockOutputStream`` does. The reader takes any
+  no checksums, no content size, end mark 0), its blocks written with ``lz4.block`` (``_lz4_blocks``, which
+  ``CompressionStream`` shares). Kafka's default level 9 (and levels below 3) use the fast compressor,
+  other levels the HC one, as ``Lz4BlockOutputStream`` does. The reader takes any
   standard frame (block checksums, content size, other block sizes, from Java or librdkafka).
 - zstd: a standard frame from ``zstandard``; the reader handles frames without content size and
   several frames back to back.
@@ -222,20 +223,29 @@ _UINT32_LE = struct.Struct("<I")
 
 
 def _lz4_compress(data: Buffer, level: int) -> bytes:
-    # level 9 (Kafka's default) -> lz4-java fastCompressor; lz4.frame levels < 3 use the fast compressor
-    frame_level = 0 if level == LZ4_DEFAULT_LEVEL else level
-    lz4_frame = _library(CompressionType.LZ4)
-    result: bytes = lz4_frame.compress(
-        data,
-        compression_level=frame_level,
-        block_size=lz4_frame.BLOCKSIZE_MAX64KB,
-        content_checksum=False,
-        block_checksum=False,
-        block_linked=False,
-        store_size=False,
-        return_bytearray=False,
-    )
-    return result
+    return _lz4_blocks(data, level, True) + LZ4_END_MARK
+
+
+def _lz4_blocks(data: Buffer, level: int, header: bool) -> bytes:
+    """The blocks of Kafka's lz4 frame for ``data`` (its header first when asked, no end mark): independent
+    blocks of at most 64 KiB; a block that does not shrink is stored as it is (the size's high bit set), as
+    LZ4F_compressFrame and lz4-java do. Level 9 (Kafka's default, lz4-java's fastCompressor) and levels
+    below 3 use the fast compressor, the others the HC one."""
+    _library(CompressionType.LZ4)  # the ConfigError naming the package when lz4 is missing
+    block = importlib.import_module("lz4.block")
+    fast = level == LZ4_DEFAULT_LEVEL or level < 3
+    parts: list[bytes] = [LZ4_KAFKA_HEADER] if header else []
+    view = memoryview(data)
+    pack = _UINT32_LE.pack
+    for start in range(0, len(view), LZ4_BLOCK_SIZE):
+        chunk = view[start:start + LZ4_BLOCK_SIZE]
+        packed: bytes = (block.compress(chunk, store_size=False) if fast else
+                         block.compress(chunk, mode="high_compression", compression=level, store_size=False))
+        if len(packed) >= len(chunk):
+            parts += (pack(len(chunk) | LZ4_UNCOMPRESSED_BIT), bytes(chunk))
+        else:
+            parts += (pack(len(packed)), packed)
+    return b"".join(parts)
 
 
 def _lz4_decompress(data: Buffer) -> bytes:
@@ -335,7 +345,11 @@ class CompressionStream:
     def spill(self, data: Buffer) -> bytes:
         """Compress ``data`` (the next records' bytes): the result, appended to the earlier ones, decodes."""
         if self._codec == CompressionType.LZ4:
-            return self._lz4_blocks(data)
+            level = self._level
+            assert level is not None
+            header = not self._started
+            self._started = True
+            return _lz4_blocks(data, level, header)
         whole = _snappy_compress(data)
         if self._started:
             return whole[len(SNAPPY_HEADER):]
@@ -344,32 +358,8 @@ class CompressionStream:
 
     def finish(self, data: Buffer) -> bytes:
         """Compress the last records' bytes and end the stream."""
-        if self._codec == CompressionType.LZ4:
-            return self._lz4_blocks(data) + LZ4_END_MARK
-        return self.spill(data)
-
-    def _lz4_blocks(self, data: Buffer) -> bytes:
-        # independent blocks of at most 64 KiB behind Kafka's frame header; a block that does not shrink is
-        # stored as it is (the size's high bit set), as LZ4F_compressFrame does
-        block = importlib.import_module("lz4.block")
-        level = self._level
-        assert level is not None
-        fast = level == LZ4_DEFAULT_LEVEL or level < 3  # as _lz4_compress: lz4.frame's levels < 3 are fast
-        parts: list[bytes] = []
-        if not self._started:
-            self._started = True
-            parts.append(LZ4_KAFKA_HEADER)
-        view = memoryview(data)
-        pack = _UINT32_LE.pack
-        for start in range(0, len(view), LZ4_BLOCK_SIZE):
-            chunk = view[start:start + LZ4_BLOCK_SIZE]
-            packed: bytes = (block.compress(chunk, store_size=False) if fast else
-                             block.compress(chunk, mode="high_compression", compression=level, store_size=False))
-            if len(packed) >= len(chunk):
-                parts += (pack(len(chunk) | LZ4_UNCOMPRESSED_BIT), bytes(chunk))
-            else:
-                parts += (pack(len(packed)), packed)
-        return b"".join(parts)
+        tail = self.spill(data)
+        return tail + LZ4_END_MARK if self._codec == CompressionType.LZ4 else tail
 
 
 def decompress_spilled(codec: CompressionType, data: Buffer) -> bytes:
