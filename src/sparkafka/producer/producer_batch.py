@@ -59,11 +59,11 @@ _new_callback_list: Callable[[], list[object]] = getattr(ACCEL, "untracked_list"
 """An empty list for a batch's callback entries; with the accelerator, one the cyclic GC does not track
 (walking them was about 5% of the producer's CPU: see ``_accel.c``). ``_complete`` replaces it."""
 _c_run_success_callbacks: Callable[..., None] | None = getattr(ACCEL, "run_success_callbacks", None)
+"""The C loop of ``_run_success_callbacks`` (same calls and metadata; a raising callback goes to
+``_report_callback_error``)."""
 _c_try_append: Callable[..., int] | None = getattr(getattr(ACCEL, "BatchState", None), "try_append_general", None)
 """``try_append``'s rule in C for a record without headers (``_c/_append.c``), the unbound method; None
 without the accelerator. ``tests/producer/test_fast_path.py`` checks it against the Python rule."""
-"""The C loop of ``_run_success_callbacks`` (same calls and metadata; a raising callback goes to
-``_report_callback_error``)."""
 
 
 def remove_in_flight(in_flight: list[ProducerBatch], batch: ProducerBatch) -> bool:
