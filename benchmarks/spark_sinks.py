@@ -3,8 +3,8 @@
 Usage: ``python benchmarks/spark_sinks.py`` (``--rows 2000000``, ``--data orders|keyed-100``,
 ``--repeat 2``, ``--partitions 6`` topic partitions, ``--input-partitions N`` Spark tasks, ``--master
 local[2,4]``, ``--batch-size 16384``, ``--warmup-rows`` (default ``--rows``), ``--prime-rows 20000``,
-``--bootstrap-servers`` for a running broker, ``--sinks`` a subset of noop kafka sparkafka sparkafka-eo
-sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
+``--bootstrap-servers`` for a running broker, ``--sinks`` a subset of noop python-noop kafka sparkafka
+sparkafka-eo sparkafka-py, ``--out DIR``, default ``docs/bench/spark``). Exactly-once
 next to at-least-once: ``--sinks sparkafka sparkafka-eo --rows 1000000``. ``--chart-from DIR`` only redraws
 ``DIR/sinks.png`` from ``DIR/results.json``.
 
@@ -20,6 +20,10 @@ DataFrame with the same options (``kafka.bootstrap.servers``, ``topic``, and ``k
 ``kafka.enable.idempotence=true``, ``kafka.linger.ms=5``, ``kafka.batch.size``) through one sink:
 
 * ``noop``: Spark's ``noop`` sink, the cost of building the rows alone (the ceiling of both Kafka sinks);
+* ``python-noop``: a Python data source (``DataSourceArrowWriter``, as sparkafka's) whose writer reads every
+  Arrow batch Spark hands it and drops it: the cost of building the rows, converting them to Arrow and
+  moving them to the Python workers, which every Python data source pays; the ceiling of the sparkafka
+  sinks (no broker is involved);
 * ``kafka``: ``df.write.format("kafka")``, Spark's own sink (a JVM KafkaProducer per executor);
 * ``sparkafka``: ``df.write.format("sparkafka")`` (Arrow batches to the Python producer);
 * ``sparkafka-eo``: the same sink with ``sparkafka.guarantee=exactly_once`` and a new ``sparkafka.sink.id``
@@ -77,8 +81,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 POM = HERE / "spark-kafka" / "pom.xml"
 JARS = ROOT / ".cache" / "spark-kafka" / "jars"
 STAMP = JARS / ".copied-stamp"
-SINKS = ("noop", "kafka", "sparkafka", "sparkafka-eo", "sparkafka-py")
+SINKS = ("noop", "python-noop", "kafka", "sparkafka", "sparkafka-eo", "sparkafka-py")
 PURE_FORMAT = "sparkafka_noaccel"
+DROP_FORMAT = "sparkafka_bench_drop"
+"""The ``python-noop`` sink's format name: a Python data source whose writer drops its Arrow batches."""
 """The ``sparkafka-py`` sink's format name: the sparkafka sink with Python workers without the accelerator."""
 KEY_POOL = 1 << 16
 MVN_TIMEOUT_S = 900
@@ -183,6 +189,38 @@ def register_pure_python(spark: Any) -> None:
         del environment["SPARKAFKA_NO_ACCEL"]
 
 
+def register_python_noop(spark: Any) -> None:
+    """``DROP_FORMAT``: a Python data source taking Arrow batches as sparkafka's does, which reads each one
+    (its row count) and keeps nothing; its tasks report the rows they saw, checked against the rows written."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class DropCommit(WriterCommitMessage):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class DropWriter(DataSourceArrowWriter):
+        def __init__(self, expected: int) -> None:
+            self.expected = expected
+
+        def write(self, iterator: Any) -> Any:
+            return DropCommit(sum(batch.num_rows for batch in iterator))
+
+        def commit(self, messages: Any) -> None:
+            seen = sum(m.rows for m in messages)
+            if seen != self.expected:
+                raise RuntimeError(f"the python-noop sink's tasks read {seen:,} rows, {self.expected:,} were written")
+
+    class DropDataSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return DROP_FORMAT
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            return DropWriter(int(self.options["rows"]))
+
+    spark.dataSource.register(DropDataSource)
+
+
 def rows_df(spark: Any, data: str, rows: int, partitions: int | None) -> Any:
     """The rows every sink writes (built by JVM expressions, the same for every run)."""
     from pyspark.sql import functions as F
@@ -200,7 +238,8 @@ def rows_df(spark: Any, data: str, rows: int, partitions: int | None) -> Any:
     return ids.select(key.alias("key"), F.lit(random_payload(100)).alias("value"))
 
 
-SINK_LABELS = {"noop": "noop (Spark builds the rows)", "kafka": 'format("kafka") (Spark\'s sink)',
+SINK_LABELS = {"noop": "noop (Spark builds the rows)",
+               "python-noop": "Python data source that drops the rows", "kafka": 'format("kafka") (Spark\'s sink)',
                "sparkafka": 'format("sparkafka")', "sparkafka-eo": "sparkafka, exactly-once",
                "sparkafka-py": "sparkafka, no C accelerator"}
 
@@ -216,7 +255,8 @@ def chart(best: dict[str, dict[str, Any]], header: str, path: str) -> bool:
         return False
     sinks = [s for s in SINKS if s in best]
     labels = [SINK_LABELS[s] for s in sinks]
-    colors = ["#bbbbbb" if s == "noop" else "#ff7f0e" if s == "kafka" else "#d62728" for s in sinks]
+    grey = {"noop": "#bbbbbb", "python-noop": "#888888", "kafka": "#ff7f0e"}
+    colors = [grey.get(s, "#d62728") for s in sinks]
     fig, (rate, cpu) = plt.subplots(1, 2, figsize=(12, 0.6 * len(sinks) + 1.8))
     for ax, field, scale, title in ((rate, "rows_per_second", 1e-3, "thousand rows/s (best run)"),
                                     (cpu, "cpu_seconds_per_million", 1, "CPU s / M rows (Spark JVM + Python)")):
@@ -277,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     register_pure_python(spark)
+    register_python_noop(spark)
     jvm: Any = spark.sparkContext._jvm
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())  # the driver JVM (executors too, in local mode)
     options = {"kafka.acks": "all", "kafka.enable.idempotence": "true", "kafka.linger.ms": "5",
@@ -287,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         topic = f"bench-spark-{sink}-{uuid.uuid4().hex[:6]}"
         if sink == "noop":
             writer = df.write.format("noop").mode("overwrite")
+        elif sink == "python-noop":
+            writer = df.write.format(DROP_FORMAT).option("rows", str(rows)).mode("append")
         else:
             with AdminClient(bootstrap) as admin:
                 admin.create_topics([(topic, args.partitions, 1)], exist_ok=True)
@@ -306,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cpu = tree_cpu_seconds(jvm_pid) - cpu0
         result = {"sink": sink, "rows": rows, "seconds": seconds, "rows_per_second": rows / seconds,
                   "cpu_seconds": cpu, "cpu_seconds_per_million": cpu / rows * 1e6, "read_back": None}
-        if sink != "noop":
+        if sink not in ("noop", "python-noop"):
             result["read_back"] = count_records(bootstrap, topic, args.partitions, isolation_level="read_committed")
             from confluent_kafka.admin import AdminClient as ConfluentAdmin
 
@@ -366,6 +409,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             read_back += f" (expected {args.rows:,})"
         lines.append(f"| {sink} | {r['rows_per_second']:,.0f} | {r['seconds']:.2f} | "
                      f"{r['cpu_seconds_per_million']:.2f} | {read_back} | {ratio} |")
+    floor = best.get("python-noop")
+    noop = best.get("noop")
+    if ours and floor and noop:
+        lines += ["", f"Python data source floor (python-noop: Spark builds the rows, converts them to Arrow and hands "
+                      f"them to the Python workers, which drop them): {floor['rows_per_second']:,.0f} rows/s = "
+                      f"{floor['rows_per_second'] / noop['rows_per_second']:.2f}x noop; sparkafka = "
+                      f"{ours['rows_per_second'] / floor['rows_per_second']:.2f}x python-noop, "
+                      f"{ours['rows_per_second'] / noop['rows_per_second']:.2f}x noop (target >= 0.6x noop); "
+                      f"CPU s / M rows above noop: python-noop "
+                      f"{floor['cpu_seconds_per_million'] - noop['cpu_seconds_per_million']:.2f}, sparkafka "
+                      f"{ours['cpu_seconds_per_million'] - noop['cpu_seconds_per_million']:.2f} (without the broker's)"]
     eo = best.get("sparkafka-eo")
     if ours and eo:
         lines += ["", f"Exactly-once (sparkafka-eo) / at-least-once (sparkafka), best runs: "
