@@ -371,13 +371,17 @@ def gil_reference_line(thread_counts: Sequence[int]) -> str | None:
             "the ceiling for a pure-Python send() loop")
 
 
-def machine() -> str:
-    model = "unknown CPU"
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (rates differ between machines; ratios within a run less)."""
     with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
         for line in f:
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def machine() -> str:
+    model = cpu_model()
     versions = []
     for mod, label in (("confluent_kafka", "confluent-kafka"), ("aiokafka", "aiokafka"), ("kafka", "kafka-python")):
         with contextlib.suppress(Exception):

@@ -316,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pyspark
     from pipeline_vs_foreachpartition import count_records
     from pyspark.sql import SparkSession
+    from run import cpu_model
 
     from sparkafka.net.admin import AdminClient
     from sparkafka.spark import register
@@ -400,7 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f" on Spark {spark_version}: Maven Central served no {spark_version} connector when "
                 "benchmarks/spark-kafka/pom.xml was pinned")
     uses = f", spark-sql-kafka-0-10 {connector}{mismatch}" if "kafka" in sinks else ""
-    header = (f"Machine: {os.cpu_count()} CPUs, Python {platform.python_version()}, pyspark {spark_version}"
+    header = (f"Machine: {os.cpu_count()} CPUs ({cpu_model()}), Python {platform.python_version()}, "
+              f"pyspark {spark_version}"
               f"{uses}. Broker: {broker_name}. Master {args.master}, "
               f"{args.data} rows ({args.rows:,}), {args.partitions} topic partitions, "
               f"{args.input_partitions or 'default'} Spark tasks, kafka.batch.size {args.batch_size}, "
