@@ -83,9 +83,9 @@ JARS = ROOT / ".cache" / "spark-kafka" / "jars"
 STAMP = JARS / ".copied-stamp"
 SINKS = ("noop", "python-noop", "kafka", "sparkafka", "sparkafka-eo", "sparkafka-py")
 PURE_FORMAT = "sparkafka_noaccel"
+"""The ``sparkafka-py`` sink's format name: the sparkafka sink with Python workers without the accelerator."""
 DROP_FORMAT = "sparkafka_bench_drop"
 """The ``python-noop`` sink's format name: a Python data source whose writer drops its Arrow batches."""
-"""The ``sparkafka-py`` sink's format name: the sparkafka sink with Python workers without the accelerator."""
 KEY_POOL = 1 << 16
 MVN_TIMEOUT_S = 900
 
@@ -153,7 +153,9 @@ def cpu_seconds_since(before: dict[int, int], after: dict[int, int]) -> float:
     Python worker idle for a minute and pyspark's worker daemon ignores SIGCHLD, so the kernel reaps it
     without adding its time to anyone's cutime; one such exit once made a run read 1.02 CPU s per million rows
     against 3.6-4.0 in every other round. A process that ended between the readings loses only what it used
-    after the first one (an idle worker: nothing)."""
+    after the first one (an idle worker: nothing); one reaped by a parent that waits for it (the JVM for the
+    worker daemon) adds all its time to that parent's cutime, counted whole: neither happens while the
+    workers are busy."""
     ticks = sum(now - before.get(pid, 0) for pid, now in after.items())
     return max(ticks, 0) / os.sysconf("SC_CLK_TCK")
 
