@@ -10,17 +10,14 @@ earlier CPU (here below zero).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "spark_sinks.py"
+from support.benchmarks import load_benchmark
 
 _DAEMON = textwrap.dedent("""
     import os, signal, sys, time
@@ -51,17 +48,9 @@ _DAEMON = textwrap.dedent("""
 """)
 
 
-def _spark_sinks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("spark_sinks_under_test", _PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_worker_reaped_without_accounting_does_not_take_its_earlier_cpu_away() -> None:
-    bench = _spark_sinks()
+    bench = load_benchmark("spark_sinks")
     daemon = subprocess.Popen([sys.executable, "-c", _DAEMON], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
     assert daemon.stdin is not None and daemon.stdout is not None

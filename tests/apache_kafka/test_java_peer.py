@@ -9,36 +9,24 @@ the payload without keys. confluent-kafka reads back exactly the warm-up plus th
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 
 from sparkafka.cli.perf import make_keys, random_payload
 from sparkafka.producer.murmur2 import partition_for_key
+from support.benchmarks import load_benchmark
 from support.consume import consume_all, create_topic
 from support.kafka_cluster import KafkaCluster
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "java_peer.py"
 PARTITIONS = 3
-
-
-def _java_peer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("java_peer", _PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("java_peer", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_keyed_java_peer_writes_the_worker_records(kafka: KafkaCluster, unique_topic: Callable[[str], str]) -> None:
     topic = unique_topic("java-keyed")
     create_topic(kafka.bootstrap, topic, PARTITIONS)
     payload = random_payload(100)
-    result = _java_peer().run("java", bootstrap=kafka.bootstrap, topic=topic, records=3000, payload=payload,
-                              key_size=8, compression="lz4", batch_size=16384, warmup=1000)
+    java_peer = load_benchmark("java_peer")
+    result = java_peer.run("java", bootstrap=kafka.bootstrap, topic=topic, records=3000, payload=payload,
+                           key_size=8, compression="lz4", batch_size=16384, warmup=1000)
 
     assert (result["acked"], result["errors"], result["warmup_records"]) == (3000, 0, 1000), result["first_error"]
     assert result["cpu_seconds"] > 0 and result["peak_rss_mb"] > 0
@@ -65,8 +53,9 @@ def test_producer_performance_peer_writes_keyless_records(kafka: KafkaCluster,
     topic = unique_topic("java-perf")
     create_topic(kafka.bootstrap, topic, PARTITIONS)
     payload = random_payload(100, seed=7)
-    result = _java_peer().run("java-perf", bootstrap=kafka.bootstrap, topic=topic, records=2000, payload=payload,
-                              key_size=0, compression="none", batch_size=16384, warmup=500)
+    java_peer = load_benchmark("java_peer")
+    result = java_peer.run("java-perf", bootstrap=kafka.bootstrap, topic=topic, records=2000, payload=payload,
+                           key_size=0, compression="none", batch_size=16384, warmup=500)
 
     assert (result["acked"], result["errors"], result["warmup_records"]) == (2000, 0, 500), result["first_error"]
     assert result["records_per_second"] > 0 and result["cpu_seconds"] > 0

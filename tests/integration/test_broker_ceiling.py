@@ -9,33 +9,19 @@ records whole and in order.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
+from support.benchmarks import load_benchmark
 from support.consume import consume_all
 
 from .conftest import Target
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "broker_ceiling.py"
-
-
-def _ceiling_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("broker_ceiling", _PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("broker_ceiling", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("max_request_size", [1 << 20, 1], ids=["all-partitions", "one-batch-per-request"])
 def test_ceiling_run_writes_every_record_it_counts(target: Target, max_request_size: int) -> None:
     topic = target.topic(partitions=3)
-    result = _ceiling_module().run_ceiling(target.bootstrap, topic, 2000, 4096, 8, 100, max_request_size)
+    ceiling = load_benchmark("broker_ceiling")
+    result = ceiling.run_ceiling(target.bootstrap, topic, 2000, 4096, 8, 100, max_request_size)
 
     per_batch = result["records_per_batch"]
     assert result["errors"] == 0, result["first_error"]
