@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -64,7 +65,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -515,6 +516,18 @@ def pure_python_line(all_results: dict[str, list[dict[str, Any]]]) -> str:
 
 
 # ------------------------------------------------------------------------------------------- main
+PEER_MODULES = {"confluent": ("confluent_kafka", "confluent-kafka"), "aiokafka": ("aiokafka", "aiokafka"),
+                "kafka-python": ("kafka", "kafka-python")}
+"""The Python peers' modules and the packages that provide them (the ``bench`` dependency group)."""
+
+
+def missing_peers(clients: Iterable[str]) -> list[str]:
+    """The packages of the chosen Python peers this interpreter cannot import, in a stable order: the run
+    stops before the clock rather than print a row of failures per round."""
+    wanted = {PEER_MODULES[c] for c in clients if c in PEER_MODULES}
+    return sorted(package for module, package in wanted if importlib.util.find_spec(module) is None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", default=None, help="default: an embedded Tansu broker")
@@ -540,6 +553,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         java = args.broker == "kafka" and not args.bootstrap_servers
         args.clients = [c for c in ALL_CLIENTS if java or c not in JAVA_CLIENTS]
     chosen = [w for w in WORKLOADS if w.name in args.workloads]
+    missing = missing_peers(c for w in chosen for c in w.clients if c in args.clients)
+    if missing:
+        parser.error(f"{', '.join(missing)} not installed: `{sys.executable} -m pip install --group bench` "
+                     "(pip >= 25.1; `make bench-kafka` does it), or leave them out with --clients")
     java_settings = ""
     if any(c in args.clients for w in chosen for c in w.clients if c in JAVA_CLIENTS):
         import java_peer
