@@ -274,3 +274,41 @@ def test_metadata_config_errors() -> None:
         Metadata("h:1", metadata_max_idle_ms=10)
     with pytest.raises(errors.ConfigError, match=r"metadata\.recovery\.strategy"):
         Metadata("h:1", recovery_strategy="sometimes")
+
+
+def test_a_new_topic_is_fetched_without_waiting_out_the_backoff() -> None:
+    """Java ``requestUpdateForNewTopics``: the first request for a topic does not wait for the retry backoff
+    since the last refresh; once an answer named it, asking again waits for the backoff as before."""
+    clock = ManualClock()
+    md = Metadata("h:1", clock=clock, metadata_max_age_ms=300_000, retry_backoff_ms=100, retry_backoff_max_ms=100)
+    now = clock.monotonic_ms()
+    md.update(_response({"known": [_partition(0, 1)]}), now)  # e.g. the refresh init_transactions made
+    md.request_update()
+    assert md.time_to_next_update(now + 10) == 90
+    md.add_topic("fresh", now + 10)
+    assert md.update_requested() and md.time_to_next_update(now + 10) == 0
+    md.update(_response({}, {"fresh": errors.UNKNOWN_TOPIC_OR_PARTITION}), now + 20)  # named, not created yet
+    with md._cond:
+        md._request_update_for_topic("fresh")
+    assert md.time_to_next_update(now + 30) == 90
+    md.add_topic("fresh", now + 30)  # already in the set: no immediate refresh
+    assert md.time_to_next_update(now + 30) == 90
+
+
+def test_waiting_for_a_new_topic_asks_at_once() -> None:
+    """``wait_for_topic`` on a topic no answer has named: the update it asks for is due at once, even right
+    after another refresh."""
+    clock = ManualClock()
+    md = Metadata("h:1", clock=clock, metadata_max_age_ms=300_000, retry_backoff_ms=100, retry_backoff_max_ms=100)
+    now = clock.monotonic_ms()
+    md.update(_response({"known": [_partition(0, 1)]}), now)
+    due: list[float] = []
+
+    def sender_wakeup() -> None:  # what the Sender would compute when woken
+        due.append(md.time_to_next_update(clock.monotonic_ms()))
+        md.update(_response({"known": [_partition(0, 1)], "fresh": [_partition(0, 1), _partition(1, 1)]}),
+                  clock.monotonic_ms())
+
+    cluster = md.wait_for_topic("fresh", None, 1000, wakeup=sender_wakeup)
+    assert cluster.partition_count("fresh") == 2
+    assert due == [0]

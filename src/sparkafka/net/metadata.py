@@ -141,11 +141,12 @@ class Metadata:
 
     # ------------------------------------------------------------------ topics
     def add_topic(self, topic: str, now: float) -> None:
-        """Keep ``topic`` in the refresh set until it is idle for metadata.max.idle.ms."""
+        """Keep ``topic`` in the refresh set until it is idle for metadata.max.idle.ms. A topic not in the
+        set yet is fetched at once (``_request_update_for_new_topics``)."""
         with self._cond:
             if topic not in self._topics:
                 self._new_topics.add(topic)
-                self._need_update = True
+                self._request_update_for_new_topics()
             self._topics[topic] = now + self.max_idle_ms
 
     def touch(self, topic: str) -> None:
@@ -172,6 +173,23 @@ class Metadata:
         """Ask for a refresh as soon as the backoff allows; returns the version to wait past."""
         self._need_update = True
         return self._version
+
+    def _request_update_for_new_topics(self) -> int:
+        """Java ``Metadata.requestUpdateForNewTopics``: a refresh now, without waiting out the retry backoff
+        since the last one (a caller is blocked on a topic no answer has named yet). Without it, a producer
+        whose first send to a topic came within ``retry.backoff.ms`` of any other refresh (the one
+        ``init_transactions`` makes, say) waited the rest of that backoff, ~100 ms, for the topic."""
+        self._last_refresh_ms = -math.inf
+        self._need_update = True
+        return self._version
+
+    def _request_update_for_topic(self, topic: str) -> int:
+        """Java ``ProducerMetadata.requestUpdateForTopic``: at once while no answer has named ``topic`` yet,
+        else after the backoff (a topic the broker does not know yet is asked for again at that pace). The
+        caller holds the lock."""
+        if topic in self._new_topics:
+            return self._request_update_for_new_topics()
+        return self.request_update()
 
     def update_requested(self) -> bool:
         return self._need_update
@@ -325,7 +343,7 @@ class Metadata:
                 return cluster
             with self._cond:
                 self._raise_if_failed(topic)
-                version = self.request_update()
+                version = self._request_update_for_topic(topic)
             wake = wakeup if wakeup is not None else self._wakeup
             if wake is not None:
                 wake()
