@@ -708,6 +708,29 @@ def test_acks_zero_completes_without_a_response() -> None:
 
 
 # ----------------------------------------------------------------------------------------- idempotence
+@pytest.mark.parametrize("override", [None, 20.0])
+def test_a_transactional_request_is_retried_after_its_own_backoff(override: float | None) -> None:
+    """The Sender stamps a re-queued transactional request's deadline with the request's backoff when it has
+    one (``ADD_PARTITIONS_RETRY_BACKOFF_MS``), else ``retry.backoff.ms``, and sleeps until then."""
+    rig = Rig(retry_backoff_ms=100)
+    tm = TransactionManager("tx", 60_000, 100)
+    tm.initialize_transactions()
+    find = tm.next_request(False)
+    assert find is not None
+    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    init = tm.next_request(False)
+    assert init is not None
+    init.retry_at_ms = -1.0  # as TransactionManager._retry leaves it
+    init.retry_backoff_ms = override
+    tm.requeue(init)
+    rig.sender.tm = tm
+    now = rig.clock.monotonic_ms()
+    assert rig.sender._maybe_send_and_poll_txn_request(now)
+    expected = 100.0 if override is None else override
+    assert init.retry_at_ms == now + expected and rig.client.polls[-1] == pytest.approx(expected)
+    assert not [r for r in rig.client.sent if r.api_key == ApiKey.INIT_PRODUCER_ID]  # not before its time
+
+
 
 
 def _init_pid(rig: Rig, pid: int = 4242, epoch: int = 3) -> None:

@@ -19,7 +19,13 @@ import pytest
 from sparkafka import errors
 from sparkafka.producer.producer import KafkaProducer
 from sparkafka.producer.producer_batch import ProducerBatch
-from sparkafka.producer.transactions import TransactionalRequestResult, TransactionManager, TxnState
+from sparkafka.producer.transactions import (
+    ADD_PARTITIONS_RETRY_BACKOFF_MS,
+    TransactionalRequestResult,
+    TransactionManager,
+    TxnRequest,
+    TxnState,
+)
 from sparkafka.protocol.messages import ApiKey as Api
 from sparkafka.protocol.versions import ApiVersionsTable
 from sparkafka.record import RecordBatchBuilder
@@ -71,6 +77,35 @@ def _batch(tp: tuple[str, int]) -> ProducerBatch:
 
 
 # ----------------------------------------------------------------------------- without a broker
+def _answer_add(req: TxnRequest, tp: tuple[str, int], code: int) -> None:
+    req.handler({"results_by_topic_v3_and_below": [
+        {"name": tp[0], "results_by_partition": [{"partition_index": tp[1], "partition_error_code": code}]}]}, None)
+
+
+def test_the_first_add_partitions_refused_as_concurrent_is_retried_after_20_ms() -> None:
+    """Java's ``AddPartitionsToTxnHandler``: CONCURRENT_TRANSACTIONS for a transaction's first partitions (the
+    previous transaction's markers are still being written) retries after ``ADD_PARTITIONS_RETRY_BACKOFF_MS``;
+    once a partition is in the transaction, after ``retry.backoff.ms``."""
+    tm = _ready()
+    tm.begin_transaction()
+    tm.maybe_add_partition(("t", 0))
+    first = tm.next_request(False)
+    assert first is not None and first.name == "AddPartitionsToTxn" and first.retry_backoff_ms is None
+    _answer_add(first, ("t", 0), errors.CONCURRENT_TRANSACTIONS)
+    again = tm.next_request(False)
+    assert again is first and again.retry_at_ms < 0 and again.retry_backoff_ms == ADD_PARTITIONS_RETRY_BACKOFF_MS == 20
+    _answer_add(again, ("t", 0), 0)
+    assert tm.is_partition_added(("t", 0))
+    tm.maybe_add_partition(("t", 1))
+    later = tm.next_request(False)
+    assert later is not None and later is not first
+    _answer_add(later, ("t", 1), errors.CONCURRENT_TRANSACTIONS)
+    retried = tm.next_request(False)
+    assert retried is later and retried.retry_backoff_ms is None  # retry.backoff.ms
+    _answer_add(retried, ("t", 1), errors.COORDINATOR_LOAD_IN_PROGRESS)
+    assert tm.next_request(False) is later and later.retry_backoff_ms is None
+
+
 def test_abort_after_a_timed_out_commit_never_sends_the_commit() -> None:
     """commit_transaction() timed out while a batch was in flight, the batch then failed (abortable) and
     the user called abort_transaction(). Java refuses that abort until the commit is retried, and the

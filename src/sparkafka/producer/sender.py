@@ -644,7 +644,8 @@ class Sender:
         if req is None:
             return False
         if req.retry_at_ms < 0:
-            req.retry_at_ms = now + self.retry_backoff_ms
+            backoff = self.retry_backoff_ms if req.retry_backoff_ms is None else req.retry_backoff_ms
+            req.retry_at_ms = now + backoff
         if req.retry_at_ms > now:
             tm.requeue(req)
             self._expire(now)

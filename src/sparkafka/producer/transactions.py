@@ -73,6 +73,10 @@ API_TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
 _FIND_AGAIN = frozenset({errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR})
 _BACK_OFF = frozenset({errors.COORDINATOR_LOAD_IN_PROGRESS, errors.CONCURRENT_TRANSACTIONS})
 _FENCED = frozenset({errors.PRODUCER_FENCED, errors.INVALID_PRODUCER_EPOCH})
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20.0
+"""Java ``TransactionManager.ADD_PARTITIONS_RETRY_BACKOFF_MS``: the retry of a transaction's first
+AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS (the previous transaction's markers are still being
+written, which takes a few ms) waits this long instead of ``retry.backoff.ms``."""
 _FATAL_FOR_BATCHES = frozenset({errors.CLUSTER_AUTHORIZATION_FAILED,
                                 errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
@@ -198,6 +202,8 @@ class TxnRequest:
     result: TransactionalRequestResult | None = None
     is_find_coordinator: bool = False
     retry_at_ms: float = 0.0
+    retry_backoff_ms: float | None = None
+    """The wait before this request's next retry; None: ``retry.backoff.ms`` (``ADD_PARTITIONS_RETRY_BACKOFF_MS``)."""
     attempts: int = 0
     max_version: int | None = None
     """The highest version to send (EndTxn under transactions v1); None: the highest both sides have."""
@@ -641,7 +647,7 @@ class TransactionManager(IdempotenceManager):
             if err is not None or resp is None:
                 self._lookup_coordinator_and_retry(req)
                 return
-            retry = find_again = False
+            retry = find_again = concurrent = False
             failure: BaseException | None = None
             fatal: BaseException | None = None
             for t in resp.get("results_by_topic_v3_and_below") or ():
@@ -656,6 +662,7 @@ class TransactionManager(IdempotenceManager):
                     elif code in _BACK_OFF or code == errors.OPERATION_NOT_ATTEMPTED \
                             or errors.error_class_for_code(code).retriable:
                         retry = True
+                        concurrent = concurrent or code == errors.CONCURRENT_TRANSACTIONS
                     elif code in _FENCED:
                         fatal = fenced_error("AddPartitionsToTxn")
                     elif code in (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, errors.INVALID_TXN_STATE):
@@ -673,6 +680,8 @@ class TransactionManager(IdempotenceManager):
             elif find_again:
                 self._lookup_coordinator_and_retry(req)
             elif retry:
+                if concurrent and not self._txn_partitions:  # the transaction's first partitions
+                    req.retry_backoff_ms = ADD_PARTITIONS_RETRY_BACKOFF_MS
                 self._retry(req)
 
         req = TxnRequest(API_ADD_PARTITIONS_TO_TXN, body, _PRI_ADD_PARTITIONS, True, on_response)
