@@ -708,6 +708,59 @@ def test_acks_zero_completes_without_a_response() -> None:
 
 
 # ----------------------------------------------------------------------------------------- idempotence
+def _in_transaction(rig: Rig) -> tuple[TransactionManager, RecordAccumulator, Sender]:
+    """A transactional manager, initialized and in a transaction with partition t-0 added (answers given by
+    hand), and an accumulator and Sender around it and the rig's fakes."""
+    tm = TransactionManager("tx", 60_000, 100)
+    tm.initialize_transactions()
+    find = tm.next_request(False)
+    assert find is not None
+    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    init = tm.next_request(False)
+    assert init is not None
+    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
+    tm.begin_transaction()
+    tm.maybe_add_partition((T, 0))
+    add = tm.next_request(False)
+    assert add is not None
+    add.handler({"results_by_topic_v3_and_below": [
+        {"name": T, "results_by_partition": [{"partition_index": 0, "partition_error_code": 0}]}]}, None)
+    accumulator = RecordAccumulator(
+        batch_size=16384, buffer_memory=1 << 22, compression=CompressionType.NONE, linger_ms=0,
+        retry_backoff_ms=100, retry_backoff_max_ms=100, delivery_timeout_ms=120_000, clock=rig.clock,
+        transaction_manager=tm)
+    sender = Sender(
+        client=rig.client, metadata=rig.metadata, metadata_updater=FakeUpdater(),  # type: ignore[arg-type]
+        accumulator=accumulator, transaction_manager=tm, clock=rig.clock, metrics=rig.metrics, acks=-1,
+        retries=10, max_request_size=1 << 20, request_timeout_ms=30_000, delivery_timeout_ms=120_000,
+        retry_backoff_ms=100, guarantee_message_order=False, transactional_id="tx")
+    return tm, accumulator, sender
+
+
+def test_records_failed_because_every_broker_refused_the_login_make_the_transaction_abortable() -> None:
+    """Java's handleFailedBatch: a transaction that lost records must not commit. The Sender fails the
+    records it never sent when every broker rejects the login; the transaction becomes abortable, so
+    ``commit_transaction()`` refuses instead of committing the records that did get in."""
+    rig = Rig()
+    tm, accumulator, sender = _in_transaction(rig)
+    sent = accumulator.append(T, 0, TS, None, b"one", None, None, 1000, rig.clock.monotonic_ms(), rig.cluster).future
+    assert sent is not None
+    sender.run_once()
+    rig.client.respond_produce(rig.client.produce_requests()[-1])
+    sender.run_once()
+    assert sent.result(0).offset == 0
+    refused = errors.AuthenticationError("SASL authentication failed")
+    rig.client.authentication_error = lambda node=None: refused if node is None else None  # type: ignore[method-assign]
+    rig.client.not_ready.add(1)
+    lost = accumulator.append(T, 0, TS, None, b"two", None, None, 1000, rig.clock.monotonic_ms(), rig.cluster).future
+    assert lost is not None
+    sender.run_once()
+    assert lost.exception(0) is refused
+    assert tm.has_abortable_error() and tm.last_error is refused
+    with pytest.raises(errors.TransactionError, match="must be aborted"):
+        tm.begin_commit()
+
+
 @pytest.mark.parametrize("override", [None, 20.0])
 def test_a_transactional_request_is_retried_after_its_own_backoff(override: float | None) -> None:
     """The Sender stamps a re-queued transactional request's deadline with the request's backoff when it has

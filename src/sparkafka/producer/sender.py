@@ -206,7 +206,10 @@ class Sender:
                 self._maybe_send_init_producer_id(now)
         auth_error = self.client.authentication_error()
         if auth_error is not None and self.accumulator.has_undrained():
-            # every broker rejected our login: records never sent fail now, not at delivery.timeout.ms
+            # every broker rejected our login: records never sent fail now, not at delivery.timeout.ms; a
+            # transaction missing them must not commit (Java's handleFailedBatch: abortable)
+            if tm is not None:
+                tm.maybe_transition_to_error_state(auth_error)
             self.accumulator.abort_undrained_batches(auth_error)
         poll_timeout = self._send_producer_data(now, metadata_timeout)
         self.client.poll(poll_timeout, now, self.accumulator.has_full_backlog())
