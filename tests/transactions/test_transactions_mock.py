@@ -213,3 +213,33 @@ def test_a_fenced_producer_fails_every_later_call(
     assert isinstance(late.exception(0), errors.ProducerFencedError) and seen == [late.exception(0)]
     with pytest.raises(errors.ProducerFencedError):
         producer.abort_transaction()
+
+
+def test_rows_send_arrow_could_not_append_make_the_transaction_abortable(mock_cluster: MockCluster, topic: str) -> None:
+    """Rows of ``send_arrow`` that fail for want of memory within max.block.ms are reported in its result,
+    not raised; like a record ``send()`` fails in its future (Java's doSend), they make the transaction
+    abortable, so a commit cannot leave them out."""
+    import pyarrow as pa
+
+    producer = KafkaProducer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-a",
+                              "buffer.memory": 65536, "batch.size": 16384, "max.block.ms": 500, "linger.ms": 0})
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        assert producer.send(topic, b"first", partition=0).get(10).offset >= 0
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_rtt(broker, 3000)  # answers too slow to free memory within max.block.ms
+        rows = pa.RecordBatch.from_arrays([pa.array([b"x" * 1000] * 200, pa.binary()), pa.array([0] * 200, pa.int32())],
+                                          names=["value", "partition"])
+        result = producer.send_arrow(topic, rows)
+        assert result.report.failed > 0 and isinstance(result.report.first_error, errors.BufferExhaustedError)
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_rtt(broker, 0)
+        with pytest.raises(errors.TransactionError, match="BufferExhaustedError"):
+            producer.commit_transaction()
+        producer.abort_transaction()
+        with producer.transaction():
+            producer.send(topic, b"second", partition=0)
+    finally:
+        producer.close(timeout=5)
+    assert [r.value for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))] == [b"second"]

@@ -420,7 +420,26 @@ class KafkaProducer:
         """The bulk path for one topic (``producer/arrow/bulk.py``): Arrow arrays of values, keys,
         headers (``list<struct<key, value>>``) and partitions (nulls: the partitioner chooses) of equal
         length, already checked (``producer/arrow/send.py`` does that). Raises like ``send()`` before
-        anything is appended; an error after some rows were appended is returned in the result."""
+        anything is appended; an error after some rows were appended is returned in the result. Either
+        way rows that ``send()`` would have failed in their futures (an ``ApiException`` in Java's
+        ``doSend``: no metadata or no memory within max.block.ms, say) make a transaction abortable, as
+        ``send()`` does: it lacks those rows, so it must not commit."""
+        try:
+            appended = self._send_columns(topic, values, keys, headers, partitions)
+        except errors.KafkaError as exc:
+            self._rows_failed(exc, topic)
+            raise
+        if appended.error is not None:
+            self._rows_failed(appended.error, topic)
+        return appended
+
+    def _rows_failed(self, exc: BaseException, topic: str) -> None:
+        tm = self._tm
+        if tm is not None and isinstance(exc, errors.KafkaError) and self._returned_by_send(exc, topic):
+            tm.maybe_transition_to_error_state(exc)
+
+    def _send_columns(self, topic: str, values: pyarrow.Array, keys: pyarrow.Array | None,
+                      headers: pyarrow.Array | None, partitions: pyarrow.Array | None) -> BulkAppend:
         from .arrow.bulk import append_arrow
 
         if self._closing:
