@@ -82,6 +82,59 @@ def _answer_add(req: TxnRequest, tp: tuple[str, int], code: int) -> None:
         {"name": tp[0], "results_by_partition": [{"partition_index": tp[1], "partition_error_code": code}]}]}, None)
 
 
+def test_the_new_epoch_after_an_abort_names_the_current_producer_id_and_epoch() -> None:
+    """Java ``initializeTransactions(producerIdAndEpoch)`` (KIP-360): the InitProducerId that bumps the epoch
+    after an abort carries the current id and epoch, so the coordinator fences this producer if another one
+    took the transactional id meanwhile (instead of fencing that one and aborting its transaction). The
+    first InitProducerId carries -1 / -1."""
+    tm = TransactionManager("tx", 60_000)
+    tm.initialize_transactions()
+    find = tm.next_request(False)
+    assert find is not None
+    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    first = tm.next_request(False)
+    assert first is not None and (first.body["producer_id"], first.body["producer_epoch"]) == (-1, -1)
+    first.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
+    # a batch failed in a way that breaks its partition's sequences: the abort ends with a new epoch
+    tm.begin_transaction()
+    _add(tm, ("t", 0))
+    tm.handle_failed_batch(_batch(("t", 0)), errors.error_for_code(errors.OUT_OF_ORDER_SEQUENCE_NUMBER, "x"), True)
+    assert tm.has_abortable_error()
+    aborted = tm.begin_abort()
+    end = tm.next_request(False)
+    assert end is not None and end.name == "EndTxn"
+    end.handler({"error_code": 0}, None)
+    bump = tm.next_request(False)
+    assert bump is not None and bump.name == "InitProducerId"
+    assert (bump.body["producer_id"], bump.body["producer_epoch"]) == (7, 2)
+    bump.handler({"error_code": errors.PRODUCER_FENCED}, None)  # another producer holds the id now
+    assert aborted.is_done() and tm.has_fatal_error()
+
+
+def test_an_abort_after_an_unknown_producer_id_mapping_forgets_the_offsets_sent() -> None:
+    """INVALID_PRODUCER_ID_MAPPING: the abort skips EndTxn and re-initializes with the current id and epoch;
+    like Java's completeTransaction it forgets what the transaction had added, offsets included, so the
+    next transaction, if it adds nothing, ends without an EndTxn (which the coordinator, holding no
+    transaction, would refuse with INVALID_TXN_STATE)."""
+    tm = _ready()
+    tm.begin_transaction()
+    tm._offsets_added = True  # what a completed send_offsets_to_transaction leaves
+    commit = tm.begin_commit()
+    end = tm.next_request(False)
+    assert end is not None and end.name == "EndTxn"
+    end.handler({"error_code": errors.INVALID_PRODUCER_ID_MAPPING}, None)
+    assert commit.is_done() and commit.error is not None and tm.has_abortable_error()
+    aborted = tm.begin_abort()
+    init = tm.next_request(False)
+    assert init is not None and init.name == "InitProducerId"
+    assert (init.body["producer_id"], init.body["producer_epoch"]) == (7, 2)
+    init.handler({"error_code": 0, "producer_id": 8, "producer_epoch": 0}, None)
+    assert aborted.is_done() and aborted.error is None and tm.state is TxnState.READY
+    tm.begin_transaction()
+    empty = tm.begin_commit()
+    assert tm.next_request(False) is None and empty.is_done() and empty.error is None
+
+
 def test_the_first_add_partitions_refused_as_concurrent_is_retried_after_20_ms() -> None:
     """Java's ``AddPartitionsToTxnHandler``: CONCURRENT_TRANSACTIONS for a transaction's first partitions (the
     previous transaction's markers are still being written) retries after ``ADD_PARTITIONS_RETRY_BACKOFF_MS``;

@@ -422,9 +422,14 @@ class TransactionManager(IdempotenceManager):
             self._pending_result = result
             return result
 
-    def _init_txn_request(self, result: TransactionalRequestResult | None) -> TxnRequest:
+    def _init_txn_request(self, result: TransactionalRequestResult | None, bump: bool = False) -> TxnRequest:
+        """InitProducerId for ``init_transactions`` or, with ``bump``, for a new epoch after an abort (Java
+        ``initializeTransactions(producerIdAndEpoch)``, KIP-360): the bump names the current producer id and
+        epoch, so the coordinator fences this producer (PRODUCER_FENCED) if another one took the
+        transactional id meanwhile, instead of fencing that one and aborting its transaction."""
+        pid, epoch = (self.producer_id, self.epoch) if bump else (NO_PRODUCER_ID, NO_EPOCH)
         body = {"transactional_id": self.transactional_id, "transaction_timeout_ms": self.transaction_timeout_ms,
-                "producer_id": NO_PRODUCER_ID, "producer_epoch": NO_EPOCH}
+                "producer_id": pid, "producer_epoch": epoch}
         req: TxnRequest
 
         def on_response(resp: dict[str, Any] | None, err: BaseException | None) -> None:
@@ -548,7 +553,8 @@ class TransactionManager(IdempotenceManager):
                 self._bump_required = True
                 self._txn_partitions.clear()
                 self._pending_partitions.clear()
-                self._enqueue(self._init_txn_request(result))
+                self._offsets_added = False
+                self._enqueue(self._init_txn_request(result, bump=True))
                 return result
             self._enqueue(self._end_txn_request(commit, result))
             return result
@@ -575,7 +581,7 @@ class TransactionManager(IdempotenceManager):
         self._new_partitions.clear()
         if self.state is TxnState.ABORTING_TRANSACTION and self._bump_required:
             # sequences are broken: re-initialize (a new epoch; all sequences restart at 0)
-            self._enqueue(self._init_txn_request(result))
+            self._enqueue(self._init_txn_request(result, bump=True))
             return
         self._transition(TxnState.READY)
         result.done()
