@@ -8,10 +8,13 @@ which producer id and sequence.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from producer.test_sender_steps import PRODUCE_VERSION, FakeRequest, Rig
 from sparkafka import errors
+from sparkafka.producer.idempotence import IdempotenceManager
 from sparkafka.protocol.messages import ApiKey
 
 T = "t"
@@ -278,6 +281,46 @@ def test_sequences_wrap_after_int32_max() -> None:
     rig.step()
     rig.send(b"d")
     assert _ids(rig.step_one()) == (1000, 1, 1)
+
+
+def test_retries_straddling_the_sequence_wrap_go_in_sequence_order() -> None:
+    """Three batches with sequences 2**31-2, 2**31-1 and 0, all answered NOT_LEADER_OR_FOLLOWER: they are
+    queued again in that order (not 0 first, as Java's plain comparison would) and resent one by one,
+    lowest in flight first; all three succeed instead of stalling until delivery.timeout.ms."""
+    rig = _rig()
+    assert rig.tm is not None
+    entry = rig.tm._entry(P0)
+    entry.next_sequence, entry.last_acked_sequence = 2**31 - 2, 2**31 - 3  # the batch before was acknowledged
+    rig.tm._acked_producer_id[P0] = 1000
+    futures, requests = [], []
+    for v in (b"a", b"b", b"c"):
+        futures.append(rig.send(v * 20_000))  # one batch each
+        requests.append(rig.step_one())
+    assert [_ids(r) for r in requests] == [(1000, 2**31 - 2, 1), (1000, 2**31 - 1, 1), (1000, 0, 1)]
+    for r in requests:
+        rig.client.respond_produce(r, codes={P0: errors.NOT_LEADER_OR_FOLLOWER})
+    rig.step()
+    queued = rig.accumulator.get_deque(P0)
+    assert queued is not None and [b.base_sequence for b in queued] == [2**31 - 2, 2**31 - 1, 0]
+    resent = []
+    for _ in range(20):
+        for r in rig.step(100):
+            resent.append(_ids(r))
+            rig.client.respond_produce(r)
+    assert resent == [(1000, 2**31 - 2, 1), (1000, 2**31 - 1, 1), (1000, 0, 1)]
+    assert all(f.done() and f.exception(0) is None for f in futures)
+
+
+def test_split_parts_are_tracked_in_sequence_order_across_the_wrap() -> None:
+    """The in-flight list of a partition stays in sequence order when parts of a split batch are added
+    to it (outside ``begin_split``) across 2**31-1 -> 0: the lowest in flight is the next to resend."""
+    tm = IdempotenceManager(is_transactional=False)
+    entry = tm._entry(P0)
+    entry.last_acked_sequence = 2**31 - 3
+    earlier, later = SimpleNamespace(tp=P0, base_sequence=2**31 - 2), SimpleNamespace(tp=P0, base_sequence=0)
+    tm.add_in_flight_batch(later)  # type: ignore[arg-type]
+    tm.add_in_flight_batch(earlier)  # type: ignore[arg-type]
+    assert [b.base_sequence for b in entry.in_flight] == [2**31 - 2, 0]
 
 
 @pytest.mark.parametrize("code", [errors.CLUSTER_AUTHORIZATION_FAILED, 35])

@@ -78,7 +78,7 @@ from sparkafka.producer.partitioner import BuiltInPartitioner, Partitioner, Stic
 from sparkafka.producer.producer_batch import ProducerBatch
 from sparkafka.record.builder import RecordBatchBuilder, append_tails_in_c, estimate_batch_size_upper_bound
 from sparkafka.record.compression import NO_COMPRESSION, CompressionType
-from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD
+from sparkafka.record.layout import MAX_RECORD_OVERHEAD, RECORD_BATCH_OVERHEAD, sequence_after
 from sparkafka.record.tails_vector import RUN_MIN_ROWS, encode_run, numpy_module
 
 __all__ = [
@@ -1191,14 +1191,17 @@ def _remove(dq: deque[ProducerBatch], batch: ProducerBatch) -> None:
 
 
 def _insert_in_sequence_order(dq: deque[ProducerBatch], batch: ProducerBatch) -> None:
-    """Java ``insertInSequenceOrder``: keep queued batches that have sequences sorted by base sequence."""
+    """Java ``insertInSequenceOrder``: keep queued batches that have sequences sorted by base sequence, in
+    the wrapping sequence space (Java compares plainly, so retries straddling 2**31-1 -> 0 came back in
+    the wrong order and the partition's drain, which sends only the lowest in-flight retry, stalled until
+    delivery.timeout.ms)."""
     if not batch.has_sequence():
         raise IllegalStateError(
             f"Trying to re-enqueue a batch without a sequence for {batch.tp[0]}-{batch.tp[1]} "
             "although idempotence is enabled"
         )
     ahead: list[ProducerBatch] = []
-    while dq and dq[0].has_sequence() and dq[0].base_sequence < batch.base_sequence:
+    while dq and dq[0].has_sequence() and sequence_after(batch.base_sequence, dq[0].base_sequence):
         ahead.append(dq.popleft())
     dq.appendleft(batch)
     for earlier in reversed(ahead):

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .._types import TopicPartition
-from ..record.layout import NO_SEQUENCE, increment_sequence
+from ..record.layout import NO_SEQUENCE, increment_sequence, sequence_after
 from .producer_batch import remove_in_flight
 
 if TYPE_CHECKING:
@@ -87,11 +87,6 @@ class _PartitionEntry:
 
     def on_wire(self) -> bool:
         return any(b.in_request for b in self.in_flight)
-
-
-def _seq_after(a: int, b: int) -> bool:
-    """Sequence ``a`` comes after ``b`` (modular, for sequences less than 2**30 apart)."""
-    return 0 < (a - b) % _SEQUENCE_SPACE < _SEQUENCE_SPACE // 2
 
 
 class IdempotenceManager:
@@ -221,13 +216,16 @@ class IdempotenceManager:
         """Track a part of a split batch (it kept a slice of the original's sequence range). Called by the
         accumulator for each part, last part first."""
         with self.lock:
-            lst = self._entry(batch.tp).in_flight
+            e = self._entry(batch.tp)
+            lst = e.in_flight
             slot = self._split_slot
             if slot is not None and slot[0] == batch.tp:
                 lst.insert(slot[1], batch)
             else:
                 lst.append(batch)
-                lst.sort(key=lambda b: b.base_sequence)
+                # in sequence order from the partition's next unacknowledged sequence (wrapping at 2**31-1)
+                start = increment_sequence(e.last_acked_sequence, 1) if e.last_acked_sequence >= 0 else 0
+                lst.sort(key=lambda b: (b.base_sequence - start) % _SEQUENCE_SPACE)
 
     def end_split(self) -> None:
         with self.lock:
@@ -337,7 +335,7 @@ class IdempotenceManager:
     def _mark_unresolved(self, batch: ProducerBatch) -> None:
         after = increment_sequence(batch.base_sequence, batch.record_count)
         current = self._unresolved.get(batch.tp)
-        if current is None or _seq_after(after, current):
+        if current is None or sequence_after(after, current):
             self._unresolved[batch.tp] = after
 
     def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
@@ -434,7 +432,7 @@ class IdempotenceManager:
             count = batch.record_count
             last = increment_sequence(batch.base_sequence, count - 1)
             acked = e.last_acked_sequence
-            if acked == -1 or _seq_after(last, acked):
+            if acked == -1 or sequence_after(last, acked):
                 e.last_acked_sequence = last
             if base_offset >= 0:
                 last_offset = base_offset + count - 1
@@ -469,7 +467,7 @@ class IdempotenceManager:
         count = failed.record_count
         for b in e.in_flight:
             if (b.producer_id, b.producer_epoch) == (e.producer_id, e.producer_epoch) \
-                    and _seq_after(b.base_sequence, failed.base_sequence):
+                    and sequence_after(b.base_sequence, failed.base_sequence):
                 b.reset_producer_state(b.producer_id, b.producer_epoch,
                                        (b.base_sequence - count) % _SEQUENCE_SPACE)
         e.next_sequence = (e.next_sequence - count) % _SEQUENCE_SPACE

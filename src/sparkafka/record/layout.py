@@ -53,6 +53,12 @@ NO_PARTITION_LEADER_EPOCH = -1
 HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
+def sequence_after(a: int, b: int) -> bool:
+    """Sequence ``a`` comes after ``b`` in the wrapping int32 sequence space (``increment_sequence``), for
+    sequences less than 2**30 apart: 0 comes after 2**31-1."""
+    return 0 < (a - b) % (INT32_MAX + 1) < (INT32_MAX + 1) // 2
+
+
 def increment_sequence(seq: int, n: int) -> int:
     """``seq + n`` wrapping past Int32.MAX to 0, as Java's ``DefaultRecordBatch.incrementSequence``."""
     if seq > INT32_MAX - n:
