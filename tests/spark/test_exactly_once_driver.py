@@ -18,12 +18,14 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkafka import errors
 from sparkafka.producer.arrow.send import plan_columns
 from sparkafka.producer.txn_commit import TransactionFinisher
 from sparkafka.record.builder import encode_batch
 from sparkafka.spark.commit import SparkafkaCommitMessage
+from sparkafka.spark.datasource import SparkafkaDataSource
 from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog, _whole_batches
 from sparkafka.spark.exactly_once import ExactlyOnceSink
 from sparkafka.spark.options import SinkOptions
@@ -142,6 +144,30 @@ def test_a_new_query_reusing_a_sink_id_is_refused(kafka: KafkaCluster) -> None:
     assert set(_committed(kafka, topic, 10)) == {b"a-%d" % n for n in range(10)}
 
 
+def test_the_sink_keeps_its_query_id_through_batches_without_task_messages(kafka: KafkaCluster) -> None:
+    """A micro-batch whose tasks were all cancelled (Spark's abort gets ``[None]``) or that had no task
+    records no query id of its own; the decision keeps the sink's, so a new query reusing the sink id is
+    still refused instead of having its first batches skipped as written. A batch write with that sink id
+    is refused too."""
+    topic, sink_id = f"eod-keep-{uuid.uuid4().hex[:8]}", f"keep-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 1)
+    options = _options(kafka, topic, sink_id)
+    sink = ExactlyOnceSink(options)
+    assert sink.commit(0, [_task(options, "a", 10, 0, batch=0, query="q-1")]).status == "committed"
+    assert sink.abort(1, [None]).status == "aborted"
+    assert _latest(kafka, sink_id).query_id == "q-1"
+    assert sink.commit(2, []).status == "committed"
+    assert _latest(kafka, sink_id).query_id == "q-1"
+    with pytest.raises(errors.ConfigError, match=r"already committed batches up to 2 for streaming query q-1.*q-2"):
+        sink.commit(0, [_task(options, "b", 10, 0, batch=0, query="q-2")])
+    source = SparkafkaDataSource({"kafka.bootstrap.servers": kafka.bootstrap, "topic": topic,
+                                  "sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id})
+    schema = StructType([StructField("key", StringType()), StructField("value", StringType())])
+    with pytest.raises(errors.ConfigError, match=r"belongs to streaming query q-1"):
+        source.writer(schema, False)
+    assert set(_committed(kafka, topic, 10)) == {b"a-%d" % n for n in range(10)}
+
+
 def test_a_task_without_rows_opens_no_transaction(kafka: KafkaCluster) -> None:
     topic, sink_id = f"eod-empty-{uuid.uuid4().hex[:8]}", f"empty-{uuid.uuid4().hex[:8]}"
     create_topic(kafka.bootstrap, topic, 1)
@@ -150,6 +176,10 @@ def test_a_task_without_rows_opens_no_transaction(kafka: KafkaCluster) -> None:
     made: list[Any] = []
     message = write_partition_transactional(options, plan, iter([]), factory=made.append, task=(0, 0, None, None))
     assert message.transaction is None and made == []
+    empty = pa.record_batch([pa.array([], pa.string()), pa.array([], pa.string())], names=["key", "value"])
+    message = write_partition_transactional(options, plan, iter([empty, empty]), factory=made.append,
+                                            task=(0, 0, None, None))
+    assert message.transaction is None and made == []  # only empty batches: no rows, no transaction
     assert ExactlyOnceSink(options).commit(0, [message]).status == "committed"
     assert _latest(kafka, sink_id).transactions == ()
 

@@ -89,6 +89,16 @@ def _query_id(messages: Sequence[Any]) -> str | None:
     return next((q for m in messages if m is not None and (q := getattr(m, "query_id", None))), None)
 
 
+def _recorded_query(query: str | None, latest: Decision | None) -> str | None:
+    """The query id a new decision records: the tasks' (``query``), else the sink's latest decision's. A
+    micro-batch whose tasks all failed or were cancelled (Spark's abort gets no messages) or that had no
+    task carries none, and recording None would drop the sink's query id: a new query reusing the sink id
+    would then pass ``_skip``'s check and have its first batches skipped as already written."""
+    if query is not None:
+        return query
+    return latest.query_id if latest is not None else None
+
+
 def _settings_hint(options: SinkOptions) -> str:
     timeout = options.driver_config()["transaction.timeout.ms"]
     return (f"kafka.transaction.timeout.ms is {timeout} ms and the broker caps it at transaction.max.timeout.ms "
@@ -143,9 +153,10 @@ class ExactlyOnceSink:
                     return Outcome("committed", len(latest.transactions))
             if latest is not None and latest.is_committed(batch):
                 return self._skip(finisher, latest, batch, txns, query)
-            self._check_open(dlog, finisher, latest, batch, txns, query)
+            recorded = _recorded_query(query, latest)
+            self._check_open(dlog, finisher, latest, batch, txns, recorded)
             last = latest.last_committed if latest is not None else None
-            prepared = Decision(self.sink_id, batch, PREPARED, last, tuple(txns), query)
+            prepared = Decision(self.sink_id, batch, PREPARED, last, tuple(txns), recorded)
             if txns:
                 dlog.record(prepared)  # the commit point
             self._finish(dlog, finisher, prepared)
@@ -175,7 +186,8 @@ class ExactlyOnceSink:
                 finisher.abort(txn.handle)
             self._sweep(finisher, frozenset())
             last = latest.last_committed if latest is not None else None
-            dlog.record(Decision(self.sink_id, batch, ABORTED, last, tuple(txns), _query_id(messages)))
+            dlog.record(Decision(self.sink_id, batch, ABORTED, last, tuple(txns),
+                                 _recorded_query(_query_id(messages), latest)))
             return Outcome("aborted", len(txns))
         finally:
             finisher.close()

@@ -185,7 +185,7 @@ def write_partition_transactional(
     partition_id, attempt, batch_id, query_id = task if task is not None else _task_identity()
     started = time.monotonic()
     assert options.sink_id is not None, "the driver sets the sink id of an exactly-once write"
-    first = next(batches, None)
+    first = next((b for b in batches if b.num_rows), None)  # a task of empty batches has no rows either
     if first is None or options.skip_write:
         return _message(DeliveryReport(), 0, started, partition_id, attempt, batch_id, None, query_id)
     txn_id = transactional_id(options.sink_id, partition_id, attempt)
