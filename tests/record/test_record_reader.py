@@ -10,6 +10,7 @@ from sparkafka.errors import CorruptRecordBatchError
 from sparkafka.record import CompressionType, decode_batch, decode_batches, encode_batch
 from sparkafka.record._varint import VARINT, read_varint, zigzag_varint
 from sparkafka.record.crc import crc32c
+from sparkafka.record.reader import whole_batches
 
 TS = 1700000000000
 
@@ -161,3 +162,21 @@ def test_next_offset_after_reads_only_batch_headers() -> None:
     bad[16] = 1
     with pytest.raises(CorruptRecordBatchError, match="magic 1"):
         next_offset_after(bytes(bad))
+
+
+def test_whole_batches_leaves_out_a_batch_cut_at_the_end_of_a_fetch() -> None:
+    one = encode_batch([(0, b"k", b"v" * 50, [])])
+    two = encode_batch([(0, b"k2", b"w" * 80, [])], base_offset=1)
+    assert whole_batches(one + two) == one + two
+    for cut in (1, 11, 12, len(two) - 1):
+        assert whole_batches(one + two[:cut]) == one
+    assert whole_batches(b"") == b""
+
+
+@pytest.mark.parametrize("length", [-12, -20, 0, 48])
+def test_whole_batches_refuses_a_batch_length_below_a_header(length: int) -> None:
+    """A batchLength of -12 made the old loop step by 0 bytes forever; other small ones stepped backwards."""
+    bad = bytearray(encode_batch([(0, b"k", b"v", [])]))
+    struct.pack_into(">i", bad, 8, length)
+    with pytest.raises(CorruptRecordBatchError, match=f"batchLength {length}, below the minimum 49"):
+        whole_batches(bytes(bad))

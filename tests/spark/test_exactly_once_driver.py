@@ -6,7 +6,7 @@ them through the decision log and the transaction finisher; confluent-kafka read
 ``isolation.level=read_committed``. Covered here: a repeated commit and a re-run batch are skipped, an
 abort after the commit point finishes the commit, a transaction the broker timed out before the commit
 point fails the write with nothing visible, and a new query reusing a sink id is refused. The decision
-log finds a sink's latest decision behind hundreds of other sinks' records, and ignores a cut batch.
+log finds a sink's latest decision behind hundreds of other sinks' records.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 from sparkafka import errors
 from sparkafka.producer.arrow.send import plan_columns
 from sparkafka.producer.txn_commit import TransactionFinisher
-from sparkafka.record.builder import encode_batch
 from sparkafka.spark.commit import SparkafkaCommitMessage
 from sparkafka.spark.datasource import SparkafkaDataSource
-from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog, _whole_batches
+from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog
 from sparkafka.spark.exactly_once import ExactlyOnceSink
 from sparkafka.spark.options import SinkOptions
 from sparkafka.spark.writer import write_partition_transactional
@@ -200,12 +199,3 @@ def test_the_decision_log_finds_a_sink_behind_other_sinks(kafka: KafkaCluster) -
         other = log.latest("other-3")
         assert other is not None and other.batch == 395
         assert log.latest("nobody") is None
-
-
-def test_a_cut_batch_at_the_end_of_a_fetch_is_left_out() -> None:
-    one = encode_batch([(0, b"k", b"v" * 50, [])])
-    two = encode_batch([(0, b"k2", b"w" * 80, [])], base_offset=1)
-    assert _whole_batches(one + two) == one + two
-    for cut in (1, 11, 12, len(two) - 1):
-        assert _whole_batches(one + two[:cut]) == one
-    assert _whole_batches(b"") == b""

@@ -57,6 +57,26 @@ def next_offset_after(data: bytes | bytearray | memoryview) -> int | None:
     return result
 
 
+_MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+"""The smallest batchLength: the header after the length field."""
+
+
+def whole_batches(data: bytes) -> bytes:
+    """``data`` without a partial batch at its end (a Fetch answer may cut the last one short). A
+    batchLength below a batch header's raises ``CorruptRecordBatchError`` (a zero-size step would never end)."""
+    pos = 0
+    total = len(data)
+    while total - pos >= LOG_OVERHEAD:
+        length = int.from_bytes(data[pos + 8:pos + LOG_OVERHEAD], "big", signed=True)
+        if length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordBatchError(
+                f"batch at byte {pos} has batchLength {length}, below the minimum {_MIN_BATCH_LENGTH}")
+        if pos + LOG_OVERHEAD + length > total:
+            break
+        pos += LOG_OVERHEAD + length
+    return data[:pos]
+
+
 class Record(NamedTuple):
     offset: int
     timestamp: int

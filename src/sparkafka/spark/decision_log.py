@@ -35,8 +35,7 @@ from sparkafka.net.admin import AdminClient
 from sparkafka.producer.murmur2 import partition_for_key
 from sparkafka.producer.txn_commit import TransactionHandle
 from sparkafka.protocol.messages import ApiKey
-from sparkafka.record.layout import LOG_OVERHEAD
-from sparkafka.record.reader import Record, decode_batches
+from sparkafka.record.reader import Record, decode_batches, whole_batches
 
 __all__ = ["ABORTED", "COMMITTED", "DEFAULT_LOG_TOPIC", "PREPARED", "Decision", "DecisionLog", "SinkTransaction"]
 
@@ -231,7 +230,7 @@ class DecisionLog:
                 continue
             if code:
                 raise errors.error_for_code(code, f"Fetch of the decision log {self.topic}-{partition}")
-            batches = decode_batches(_whole_batches(bytes(data.get("records") or b"")))
+            batches = decode_batches(whole_batches(bytes(data.get("records") or b"")))
             if not batches:
                 return  # nothing at or after ``offset`` (compacted away up to the end)
             for batch in batches:
@@ -252,14 +251,3 @@ class DecisionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _whole_batches(data: bytes) -> bytes:
-    """``data`` without a partial batch at its end (a Fetch answer may cut the last one)."""
-    pos = 0
-    while pos + LOG_OVERHEAD <= len(data):
-        size = LOG_OVERHEAD + int.from_bytes(data[pos + 8:pos + 12], "big", signed=True)
-        if pos + size > len(data):
-            break
-        pos += size
-    return data[:pos]
