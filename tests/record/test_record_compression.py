@@ -160,6 +160,17 @@ def test_lz4_kafka_header() -> None:
         assert out[-4:] == b"\x00\x00\x00\x00"  # end mark, no content checksum
 
 
+@pytest.mark.parametrize("level", [1, 2, 3, 9, 17])
+def test_lz4_levels_pick_the_compressor_java_picks(level: int) -> None:
+    """Java's Lz4BlockOutputStream: lz4-java's fastCompressor at Kafka's default level 9, its
+    highCompressor(level) at every other level, 1 and 2 included."""
+    data = COMPRESSIBLE[:60_000]
+    block = (lz4.block.compress(data, store_size=False) if level == 9 else
+             lz4.block.compress(data, mode="high_compression", compression=level, store_size=False))
+    expected = LZ4_KAFKA_HEADER + struct.pack("<I", len(block)) + block + b"\x00\x00\x00\x00"
+    assert compress(CompressionType.LZ4, data, level) == expected
+
+
 def _lz4_frame_blocks(out: bytes) -> list[tuple[bool, bytes]]:
     """The blocks of an lz4 frame with Kafka's 7-byte header, up to its end mark (which must end ``out``):
     (stored uncompressed, the block's bytes decompressed)."""

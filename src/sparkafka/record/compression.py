@@ -12,8 +12,8 @@ on bad input.
   The reader also accepts a bare raw snappy block, and headers repeated between blocks.
 - lz4: one LZ4 frame with Kafka's header ``04 22 4D 18 60 40 82`` (independent blocks, 64 KiB,
   no checksums, no content size, end mark 0), its blocks written with ``lz4.block`` (``_lz4_blocks``, which
-  ``CompressionStream`` shares). Kafka's default level 9 (and levels below 3) use the fast compressor,
-  other levels the HC one, as ``Lz4BlockOutputStream`` does. The reader takes any
+  ``CompressionStream`` shares). Kafka's default level 9 uses the fast compressor, other levels the HC
+  one, as ``Lz4BlockOutputStream`` does. The reader takes any
   standard frame (block checksums, content size, other block sizes, from Java or librdkafka).
 - zstd: a standard frame from ``zstandard``; the reader handles frames without content size and
   several frames back to back.
@@ -229,11 +229,12 @@ def _lz4_compress(data: Buffer, level: int) -> bytes:
 def _lz4_blocks(data: Buffer, level: int, header: bool) -> bytes:
     """The blocks of Kafka's lz4 frame for ``data`` (its header first when asked, no end mark): independent
     blocks of at most 64 KiB; a block that does not shrink is stored as it is (the size's high bit set), as
-    LZ4F_compressFrame and lz4-java do. Level 9 (Kafka's default, lz4-java's fastCompressor) and levels
-    below 3 use the fast compressor, the others the HC one."""
+    LZ4F_compressFrame and lz4-java do. Level 9 (Kafka's default) uses the fast compressor, every other level
+    the HC one at that level, as Java's ``Lz4BlockOutputStream`` (lz4-java's fastCompressor or
+    highCompressor(level))."""
     _library(CompressionType.LZ4)  # the ConfigError naming the package when lz4 is missing
     block = importlib.import_module("lz4.block")
-    fast = level == LZ4_DEFAULT_LEVEL or level < 3
+    fast = level == LZ4_DEFAULT_LEVEL
     parts: list[bytes] = [LZ4_KAFKA_HEADER] if header else []
     view = memoryview(data)
     pack = _UINT32_LE.pack
