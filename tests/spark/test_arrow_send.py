@@ -40,6 +40,11 @@ def test_missing_value_column_is_named() -> None:
         plan_columns(pa.schema([("key", pa.string())]), topic="t")
 
 
+def test_a_sink_column_given_twice_is_named() -> None:
+    with pytest.raises(InvalidRecordInputError, match=r"2 columns named 'key'"):
+        plan_columns(pa.schema([("key", pa.string()), ("value", pa.string()), ("key", pa.binary())]), topic="t")
+
+
 @pytest.mark.parametrize(
     ("column", "arrow_type", "wanted"),
     [

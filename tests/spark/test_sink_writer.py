@@ -143,6 +143,18 @@ def test_spark_schema_errors_use_spark_type_names() -> None:
         plan_spark_schema(schema, None)
 
 
+def test_spark_schema_errors_name_every_column_and_duplicates() -> None:
+    """No 'value' column: the error lists the input's columns, not only the sink's (a 'Value' column shows);
+    a sink column given twice is named instead of failing inside pyarrow."""
+    schema = StructType([StructField("Value", StringType()), StructField("topic", StringType())])
+    with pytest.raises(InvalidRecordInputError, match=r"no 'value' column \(columns: Value, topic\).*case-sensitive"):
+        plan_spark_schema(schema, None)
+    twice = StructType([StructField("value", StringType()), StructField("value", BinaryType()),
+                        StructField("topic", StringType())])
+    with pytest.raises(InvalidRecordInputError, match=r"2 columns named 'value'"):
+        plan_spark_schema(twice, None)
+
+
 def test_spark_schema_full_contract() -> None:
     schema = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
                          StructField("topic", StringType()), StructField("partition", IntegerType()),

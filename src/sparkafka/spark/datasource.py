@@ -47,6 +47,10 @@ def plan_spark_schema(schema: StructType, topic: str | None) -> ColumnPlan:
 
     A ``topic`` option overrides the ``topic`` column, which is then not read nor type-checked (as in
     Spark's Kafka sink)."""
+    if "value" not in schema.names:  # named here with every column of the input, not only the sink's
+        raise InvalidRecordInputError(
+            f"the input has no 'value' column (columns: {', '.join(schema.names) or 'none'}); the Kafka sink "
+            "needs a string or binary value column (column names are case-sensitive, as in Spark's Kafka sink)")
     fields = [f for f in schema.fields
               if f.name in SINK_COLUMNS and not (topic is not None and f.name == "topic")]
     spark_types = {f.name: f.dataType.simpleString() for f in fields}
@@ -60,8 +64,8 @@ def plan_spark_schema(schema: StructType, topic: str | None) -> ColumnPlan:
         return plan_columns(arrow_schema, topic=topic)
     except InvalidRecordInputError as exc:
         message = str(exc)
-        for f in fields:
-            arrow_name = str(arrow_schema.field(f.name).type)
+        for f, arrow_field in zip(fields, arrow_schema, strict=True):
+            arrow_name = str(arrow_field.type)
             message = message.replace(f"column {f.name!r} has type {arrow_name};",
                                       f"column {f.name!r} has type {spark_types[f.name]};")
         if message == str(exc):

@@ -135,6 +135,12 @@ def plan_columns(
     ``InvalidTopicNameError`` for a bad fixed topic.
     """
     names = set(schema.names)
+    for column in (value_column, key_column, topic_column, partition_column, headers_column):
+        count = schema.names.count(column) if column is not None else 0
+        if count > 1:
+            raise InvalidRecordInputError(
+                f"the input has {count} columns named {column!r}; the Kafka sink reads each of its columns "
+                "from exactly one (rename or drop the others)")
 
     def field_type(name: str | None) -> pa.DataType | None:
         if name is None or name not in names:
