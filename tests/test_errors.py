@@ -90,6 +90,18 @@ def test_unknown_codes_map_to_unknown_server_error_keeping_the_code() -> None:
     assert errors.error_name(4242) == "UNKNOWN_CODE_4242" and errors.error_name(0) == "NONE"
 
 
+def test_codes_of_apis_this_client_never_sends_are_named() -> None:
+    """Codes without a class of their own (consumer groups, fetch sessions, ...) keep Kafka's name in
+    ``error_name`` and in the message, and still map to ``UnknownServerError``. Every code from -1 to 129
+    has a name (Kafka 4.x's Errors.java)."""
+    assert errors.error_name(27) == "REBALANCE_IN_PROGRESS" and errors.error_name(88) == "UNSTABLE_OFFSET_COMMIT"
+    err = errors.error_for_code(27, "from TxnOffsetCommit")
+    assert type(err) is errors.UnknownServerError
+    assert "error code 27 (REBALANCE_IN_PROGRESS)" in str(err) and "from TxnOffsetCommit" in str(err)
+    assert not any(errors.error_name(code).startswith("UNKNOWN_CODE_") for code in range(-1, 130))
+    assert not set(errors._NAMES_WITHOUT_CLASS) & {errors.error_class_for_code(c).code for c in range(-1, 130)}
+
+
 def test_one_unsupported_version_error_for_the_broker_code_and_the_client_check() -> None:
     assert errors.error_class_for_code(35) is errors.UnsupportedVersionError
     with pytest.raises(errors.UnsupportedVersionError) as info:

@@ -740,6 +740,32 @@ _BROKER_ERRORS: tuple[type[BrokerError], ...] = (
 _BY_CODE: dict[int, type[BrokerError]] = {cls.code: cls for cls in _BROKER_ERRORS}
 
 
+_NAMES_WITHOUT_CLASS: dict[int, str] = {
+    11: "STALE_CONTROLLER_EPOCH", 23: "INCONSISTENT_GROUP_PROTOCOL", 24: "INVALID_GROUP_ID",
+    26: "INVALID_SESSION_TIMEOUT", 27: "REBALANCE_IN_PROGRESS", 28: "INVALID_COMMIT_OFFSET_SIZE",
+    61: "DELEGATION_TOKEN_AUTH_DISABLED", 62: "DELEGATION_TOKEN_NOT_FOUND", 63: "DELEGATION_TOKEN_OWNER_MISMATCH",
+    64: "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", 65: "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+    66: "DELEGATION_TOKEN_EXPIRED", 68: "NON_EMPTY_GROUP", 69: "GROUP_ID_NOT_FOUND",
+    70: "FETCH_SESSION_ID_NOT_FOUND", 71: "INVALID_FETCH_SESSION_EPOCH", 73: "TOPIC_DELETION_DISABLED",
+    77: "STALE_BROKER_EPOCH", 79: "MEMBER_ID_REQUIRED", 81: "GROUP_MAX_SIZE_REACHED", 84: "ELECTION_NOT_NEEDED",
+    85: "NO_REASSIGNMENT_IN_PROGRESS", 86: "GROUP_SUBSCRIBED_TO_TOPIC", 88: "UNSTABLE_OFFSET_COMMIT",
+    91: "RESOURCE_NOT_FOUND", 92: "DUPLICATE_RESOURCE", 94: "INCONSISTENT_VOTER_SET", 95: "INVALID_UPDATE_VERSION",
+    96: "FEATURE_UPDATE_FAILED", 97: "PRINCIPAL_DESERIALIZATION_FAILURE", 98: "SNAPSHOT_NOT_FOUND",
+    99: "POSITION_OUT_OF_RANGE", 101: "DUPLICATE_BROKER_REGISTRATION", 102: "BROKER_ID_NOT_REGISTERED",
+    104: "INCONSISTENT_CLUSTER_ID", 106: "FETCH_SESSION_TOPIC_ID_ERROR", 107: "INELIGIBLE_REPLICA",
+    108: "NEW_LEADER_ELECTED", 109: "OFFSET_MOVED_TO_TIERED_STORAGE", 110: "FENCED_MEMBER_EPOCH",
+    111: "UNRELEASED_INSTANCE_ID", 112: "UNSUPPORTED_ASSIGNOR", 113: "STALE_MEMBER_EPOCH",
+    114: "MISMATCHED_ENDPOINT_TYPE", 115: "UNSUPPORTED_ENDPOINT_TYPE", 116: "UNKNOWN_CONTROLLER_ID",
+    117: "UNKNOWN_SUBSCRIPTION_ID", 118: "TELEMETRY_TOO_LARGE", 119: "INVALID_REGISTRATION",
+    121: "INVALID_RECORD_STATE", 122: "SHARE_SESSION_NOT_FOUND", 123: "INVALID_SHARE_SESSION_EPOCH",
+    124: "FENCED_STATE_EPOCH", 125: "INVALID_VOTER_KEY", 126: "DUPLICATE_VOTER", 127: "VOTER_NOT_FOUND",
+    128: "INVALID_REGULAR_EXPRESSION",
+}
+"""Kafka's names (``Errors.java``) of the codes that only APIs this client never sends return (consumer groups,
+fetch sessions, delegation tokens, the KRaft controller's, share groups): no class of their own, so an answer
+with one maps to ``UnknownServerError``, but ``error_name`` and the message name it."""
+
+
 def error_class_for_code(code: int) -> type[BrokerError]:
     """The class for a Kafka error code; unknown codes map to UNKNOWN_SERVER_ERROR's class,
     keeping the code in the message."""
@@ -753,8 +779,9 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError:
     """An exception instance for a broker error code (``code`` must not be 0)."""
     cls = _BY_CODE.get(code)
     if cls is None:
-        text = f"unknown error code {code} from broker" + (f": {message}" if message else "")
-        return _BY_CODE[-1](text)
+        name = _NAMES_WITHOUT_CLASS.get(code)
+        what = f"error code {code} ({name})" if name is not None else f"unknown error code {code}"
+        return _BY_CODE[-1](f"{what} from broker" + (f": {message}" if message else ""))
     return cls(message, from_broker=True)
 
 
@@ -763,7 +790,9 @@ def error_name(code: int) -> str:
     if code == 0:
         return "NONE"
     cls = _BY_CODE.get(code)
-    return cls.name if cls is not None else f"UNKNOWN_CODE_{code}"
+    if cls is not None:
+        return cls.name
+    return _NAMES_WITHOUT_CLASS.get(code, f"UNKNOWN_CODE_{code}")
 
 
 # The codes the producer handles by name, as plain ints (compared per batch; an Enum member read costs
