@@ -513,6 +513,24 @@ def test_max_in_flight_one_unmutes_when_no_produce_version_is_usable() -> None:
     assert not rig.accumulator.is_muted((T, 0))
 
 
+def test_max_in_flight_one_stays_muted_while_an_expired_batch_is_on_the_wire() -> None:
+    """Java unmutes a partition only when its request is answered (completeBatch). Expiring a queued batch of
+    it while an expired batch's request is still on the wire must not let a new batch out beside that one:
+    the two could be reordered by a retriable error."""
+    rig = Rig(in_order=True, delivery_timeout_ms=1000, retries=10, retry_backoff_ms=10)
+    rig.send(b"r0")
+    on_wire = rig.step_one()
+    rig.send(b"r1")  # queued behind it
+    assert rig.step() == []
+    assert rig.step(1000) == []  # both expire; r0's request is still unanswered
+    assert rig.accumulator.is_muted((T, 0))
+    rig.send(b"r2")
+    assert rig.step() == []  # not while r0's request is on the wire
+    rig.client.respond_produce(on_wire, offsets={(T, 0): 0})
+    assert rig.step() == []  # the late answer arrives in this loop's poll and unmutes
+    assert rig.step_one().values((T, 0)) == [b"r2"]
+
+
 def test_muted_partition_stays_muted_during_retry() -> None:
     rig = Rig(in_order=True, retry_backoff_ms=10)
     f_a = rig.send(b"a", partition=0)

@@ -315,6 +315,10 @@ class Sender:
         self.accumulator.reset_next_batch_expiry_time()
         expired.extend(self.accumulator.expired_batches(now))
         next_due = min(next_due, self.accumulator.next_batch_expiry_time_ms - now)
+        # With max.in.flight 1 a partition stays muted while a request of it is on the wire (Java unmutes only
+        # in completeBatch); an expired batch that never went out (drained, then expired before its request)
+        # must not leave it muted for good, one still on the wire must not unmute it early.
+        on_wire = {b.tp for b in expired if b.in_request} if self.guarantee_message_order else set()
         for b in expired:
             if b.final_state is not None:
                 continue
@@ -328,7 +332,8 @@ class Sender:
             if b.done(-1, -1, exc):
                 self.metrics.record_errors(b.record_count)
             self.accumulator.deallocate(b)
-            if self.guarantee_message_order and not b.in_request:
+            if self.guarantee_message_order and not b.in_request and b.tp not in on_wire \
+                    and not any(x.in_request for x in self.in_flight_batches.get(b.tp, ())):
                 self.accumulator.unmute(b.tp)
         next_due = max(0.0, next_due)
         self._next_expiry_check_ms = now + min(next_due, timeout)
