@@ -651,6 +651,55 @@ def test_message_too_large_splits_the_batch() -> None:
     assert rig.metrics.records_retried == 0  # a split is not a retry
 
 
+def test_a_batch_within_batch_size_rejected_as_too_large_is_split_in_halves_until_single_records() -> None:
+    """batch.size at or above the topic's max.message.bytes: splitting into batch.size gave the same batch
+    back, rejected and split again until delivery.timeout.ms. A rejected batch no longer than batch.size is
+    split into halves of its size instead, and halves of those, until the parts are accepted: every record
+    is written, in order, after a few splits. (max.in.flight 1 keeps the parts in order, as with any retry.)"""
+    rig = Rig(batch_size=16384, in_order=True)
+    values = [b"%04d" % i + b"0" * 96 for i in range(100)]
+    futures = [rig.send(v) for v in values]
+    rejected = rig.step_one()
+    assert len(rejected.values((T, 0))) == 100
+    limit = 2500  # the broker's max.message.bytes
+    rig.client.respond_produce(rejected, codes={(T, 0): errors.MESSAGE_TOO_LARGE})
+    offset, written, sizes = 0, [], []
+    for _ in range(200):
+        for req in rig.step():
+            batch = req.batches()[(T, 0)]
+            size = len(req.produce()["topic_data"][0]["partition_data"][0]["records"])
+            sizes.append(size)
+            if size > limit:
+                rig.client.respond_produce(req, codes={(T, 0): errors.MESSAGE_TOO_LARGE})
+            else:
+                rig.client.respond_produce(req, offsets={(T, 0): offset})
+                written += [r.value for r in batch.records]
+                offset += len(batch.records)
+        if all(f.done() for f in futures):
+            break
+    assert written == values
+    assert rig.metrics.splits <= 7 and max(sizes[1:]) < 16384 // 2 + 200  # halves, not 16 KB again
+    assert [f.result(0).offset for f in futures] == list(range(100))
+
+
+def test_waiting_on_a_batch_split_many_times_is_bounded_by_its_timeout() -> None:
+    """``ProduceRequestResult.wait`` follows split batches with a list (no recursion) and under one
+    deadline for the whole chain: a wait on a batch split 5,000 deep neither overflows the stack nor
+    waits a timeout per level."""
+    from sparkafka.producer.future import ProduceRequestResult
+
+    first = ProduceRequestResult(T, 0)
+    current = first
+    for _ in range(5000):
+        nxt = ProduceRequestResult(T, 0)
+        current.set_redirect([0], [nxt])
+        current.done(-1, -1)
+        current = nxt
+    assert first.wait(0) is False  # the last one is pending: a timeout, not a RecursionError
+    current.done(7, -1)
+    assert first.wait(0) is True
+
+
 def test_an_internal_error_while_completing_fails_the_batch_instead_of_hanging(
         monkeypatch: pytest.MonkeyPatch) -> None:
     rig = Rig()

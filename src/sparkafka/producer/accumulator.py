@@ -811,7 +811,16 @@ class RecordAccumulator:
 
     def split_and_reenqueue(self, big_batch: ProducerBatch) -> int:
         """Split a batch the broker rejected as too large and queue the parts at the head (not counted as
-        retries). Returns the number of new batches. The caller still ``deallocate``s ``big_batch``."""
+        retries). Returns the number of new batches. The caller still ``deallocate``s ``big_batch``.
+
+        The parts are ``batch.size`` long (Java's ``split(batchSize)``) when the rejected batch was longer;
+        one that was not is split into halves of its size. Java splits it into ``batch.size`` again, which
+        gives the same batch back whenever batch.size is at or above the topic's ``max.message.bytes``: it
+        was rejected and split again until delivery.timeout.ms, each split one more redirect for the
+        records' futures to follow. Halving reaches single records, which fail as too large, in a few
+        rounds."""
+        size = big_batch.estimated_size_in_bytes
+        split_size = self._batch_size if size > self._batch_size else max(1, size // 2)
         topic = big_batch.tp[0]
         info = self._topic_info(topic)
         if self._compression != CompressionType.NONE:
@@ -821,7 +830,7 @@ class RecordAccumulator:
         def make(limit: int) -> RecordBatchBuilder:
             return RecordBatchBuilder(None, limit, compression, level, ratio)
 
-        parts = big_batch.split(self._batch_size, make)
+        parts = big_batch.split(split_size, make)
         pq = self._get_or_create_queue(big_batch.tp)
         tm = self._tm
         # Optional hook: the split batches carry sequences and are in flight from the TM's point of view.

@@ -164,19 +164,22 @@ class ProduceRequestResult:
 
     # -- waiting -------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until this batch — and, if it was split, every batch it was split into — is finished.
-        ``timeout`` in seconds; returns False if it ran out."""
-        if not self.finished:
-            event = self._event_to_wait()
-            if event is not None and not event.wait(timeout):
-                return False
-        redirect = self.redirect
-        if redirect is None:
-            return True
-        if timeout is None:
-            return all(target.wait(None) for target in redirect[1])
-        deadline = time.monotonic() + timeout
-        return all(target.wait(max(0.0, deadline - time.monotonic())) for target in redirect[1])
+        """Block until this batch — and, if it was split, every batch it was split into, and theirs — is
+        finished. ``timeout`` in seconds bounds the whole wait; returns False if it ran out. The split
+        batches are followed with a list, not by recursion, however often a batch was split."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending: list[ProduceRequestResult] = [self]
+        while pending:
+            result = pending.pop()
+            if not result.finished:
+                event = result._event_to_wait()
+                if event is not None and not event.wait(
+                        None if deadline is None else max(0.0, deadline - time.monotonic())):
+                    return False
+            redirect = result.redirect
+            if redirect is not None:
+                pending.extend(redirect[1])
+        return True
 
     def _event_to_wait(self) -> threading.Event | None:
         """The (lazily created) event to block on, or None if already finished."""
