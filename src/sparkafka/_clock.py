@@ -8,6 +8,7 @@ milliseconds); record timestamps use ``wall_ms`` (int milliseconds since the epo
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Protocol
 
@@ -48,3 +49,12 @@ class ManualClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def wait_seconds(seconds: float | None) -> float | None:
+    """A timeout for ``threading``'s waits and joins: None stays None (forever); one longer than
+    ``threading.TIMEOUT_MAX`` (~292 years on Linux) is cut to it, where Python would raise OverflowError.
+    Java takes ``max.block.ms`` = Long.MAX_VALUE, or a huge close/flush timeout, as "wait forever"."""
+    if seconds is None:
+        return None
+    return seconds if seconds < threading.TIMEOUT_MAX else threading.TIMEOUT_MAX

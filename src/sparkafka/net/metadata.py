@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from .._clock import SYSTEM_CLOCK, Clock
+from .._clock import SYSTEM_CLOCK, Clock, wait_seconds
 from .._topic import validate_topic_name
 from ..protocol.messages import ApiKey
 from .addresses import parse_bootstrap_servers
@@ -304,7 +304,7 @@ class Metadata:
                 remaining = deadline - self._clock.monotonic_ms()
                 if remaining <= 0:
                     raise errors.MetadataTimeoutError(f"metadata was not updated within {timeout_ms:.0f} ms")
-                self._cond.wait(remaining / 1000.0)
+                self._cond.wait(wait_seconds(remaining / 1000.0))
 
     def wait_for_topic(
         self,

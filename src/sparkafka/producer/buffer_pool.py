@@ -33,7 +33,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from sparkafka._clock import Clock
+from sparkafka._clock import Clock, wait_seconds
 from sparkafka.errors import BufferExhaustedError, ConfigError, ProducerClosedError, RecordTooLargeError
 
 __all__ = ["SHORT_BUFFER_DIVISOR", "BufferPool"]
@@ -176,7 +176,7 @@ class BufferPool:
             while accumulated < size:
                 start = clock.monotonic_ms()
                 try:
-                    signalled = more_memory.wait(remaining_ms / 1000.0) if remaining_ms > 0 else False
+                    signalled = more_memory.wait(wait_seconds(remaining_ms / 1000.0)) if remaining_ms > 0 else False
                 finally:
                     waited = max(0.0, clock.monotonic_ms() - start)
                     self._record_wait(waited)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sparkafka._clock import wait_seconds
 from sparkafka.accel import ACCEL
 from sparkafka.errors import KafkaTimeoutError
 
@@ -174,7 +175,7 @@ class ProduceRequestResult:
             if not result.finished:
                 event = result._event_to_wait()
                 if event is not None and not event.wait(
-                        None if deadline is None else max(0.0, deadline - time.monotonic())):
+                        None if deadline is None else wait_seconds(max(0.0, deadline - time.monotonic()))):
                     return False
             redirect = result.redirect
             if redirect is not None:

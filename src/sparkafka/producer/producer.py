@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 from .. import errors
-from .._clock import SYSTEM_CLOCK, Clock
+from .._clock import SYSTEM_CLOCK, Clock, wait_seconds
 from .._topic import validate_topic_name
 from .._types import ClusterView
 from ..accel import ACCEL
@@ -551,7 +551,7 @@ class KafkaProducer:
             self._closed = True
             return
         if timeout != 0:
-            self._io_thread.join(timeout)
+            self._io_thread.join(wait_seconds(timeout))
             if self._io_thread.is_alive():
                 log.warning("close() timed out after %ss; failing the records still pending", timeout)
                 self._sender.force()

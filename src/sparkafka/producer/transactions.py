@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
+from .._clock import wait_seconds
 from .._types import TopicPartition
 from ..protocol.messages import (
     END_TXN_MAX_VERSION_TRANSACTIONS_V1,
@@ -169,7 +170,7 @@ class TransactionalRequestResult:
         return not self._event.is_set() or (self.timed_out and not self.acked)
 
     def wait(self, timeout_s: float | None) -> None:
-        if not self._event.wait(timeout_s):
+        if not self._event.wait(wait_seconds(timeout_s)):
             self.timed_out = True
             raise errors.KafkaTimeoutError(
                 f"{self.operation}() did not complete within {timeout_s} s; call it again to keep waiting")
