@@ -531,6 +531,39 @@ def test_max_in_flight_one_stays_muted_while_an_expired_batch_is_on_the_wire() -
     assert rig.step_one().values((T, 0)) == [b"r2"]
 
 
+@pytest.mark.parametrize("raised", [SystemExit(1), GeneratorExit(), ValueError("bad")])
+def test_a_callback_raising_anything_but_keyboard_interrupt_is_logged_and_the_rest_complete(
+        raised: BaseException) -> None:
+    """``sys.exit()`` in a callback on the I/O thread: logged like any callback error; the batch's other
+    records and their callbacks complete (before, SystemExit left the run and, on the real thread, ended it
+    silently with the batch and every later record pending)."""
+    rig = Rig()
+    calls: list[int] = []
+
+    def bad(metadata: object, error: object) -> None:
+        raise raised
+
+    futures = [rig.send(b"a", callback=bad), rig.send(b"b", callback=lambda m, e: calls.append(1)),
+               rig.send(b"c", callback=lambda m, e: calls.append(2))]
+    req = rig.step_one()
+    rig.client.respond_produce(req, offsets={(T, 0): 5})
+    rig.step()
+    assert [f.result(0).offset for f in futures] == [5, 6, 7] and calls == [1, 2]
+
+
+def test_a_callback_raising_keyboard_interrupt_propagates() -> None:
+    rig = Rig()
+
+    def interrupted(metadata: object, error: object) -> None:
+        raise KeyboardInterrupt
+
+    rig.send(b"a", callback=interrupted)
+    req = rig.step_one()
+    rig.client.respond_produce(req)
+    with pytest.raises(KeyboardInterrupt):
+        rig.step()
+
+
 def test_muted_partition_stays_muted_during_retry() -> None:
     rig = Rig(in_order=True, retry_backoff_ms=10)
     f_a = rig.send(b"a", partition=0)

@@ -902,7 +902,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
             Py_DECREF(r);
             continue;
         }
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* KeyboardInterrupt, SystemExit: propagate */
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) { /* only it propagates (future.CALLBACK_ERRORS) */
             result = NULL;
             break;
         }

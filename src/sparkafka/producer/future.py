@@ -141,7 +141,7 @@ class ProduceRequestResult:
             for listener in listeners:
                 try:
                     listener()
-                except Exception:
+                except CALLBACK_ERRORS:
                     log.exception("Error in a done-callback of a record future for %s-%d",
                                   self.topic, self.partition)
 
@@ -226,10 +226,16 @@ class ProduceRequestResult:
         return f"ProduceRequestResult({self.topic}-{self.partition}, {state}, base_offset={self.base_offset})"
 
 
+CALLBACK_ERRORS = (Exception, SystemExit, GeneratorExit)
+"""What a user's callback may raise without stopping the producer: logged, and the next callback runs.
+Everything but KeyboardInterrupt: a callback calling ``sys.exit()`` on the I/O thread would otherwise end
+that thread silently (``threading`` drops SystemExit), leaving its batch and every later record pending."""
+
+
 def _call_done_callback(fn: Callable[[Any], object], future: object) -> None:
     try:
         fn(future)
-    except Exception:
+    except CALLBACK_ERRORS:
         log.exception("Error in a done-callback of a record future")
 
 

@@ -165,7 +165,7 @@ class Sender:
     def _run_once_guarded(self) -> None:
         try:
             self.run_once()
-        except Exception as exc:  # never let the I/O thread die silently
+        except (Exception, SystemExit, GeneratorExit) as exc:  # never let the I/O thread die silently
             log.exception("uncaught error in the producer I/O thread")
             self.fatal_error = exc
             try:
