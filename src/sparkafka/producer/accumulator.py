@@ -936,10 +936,16 @@ class RecordAccumulator:
             error = ProducerClosedError("Producer is closed forcefully.")
         self._abort_batches(error)
         if self._closed:
-            for pq in self._all_queues():
-                with pq.lock:
-                    pass
+            self.await_appends()
             self._abort_batches(error)
+
+    def await_appends(self) -> None:
+        """After ``close``: return once no append that passed the closed check can still be adding a batch
+        (each queue's lock taken once; appends check ``closed`` under it), so ``has_undrained`` and
+        ``has_incomplete`` are final."""
+        for pq in self._all_queues():
+            with pq.lock:
+                pass
 
     def _abort_batches(self, error: BaseException) -> None:
         for batch in list(self._incomplete):

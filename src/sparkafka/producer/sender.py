@@ -128,7 +128,11 @@ class Sender:
         log.debug("sender thread started")
         while self.running:
             self._run_once_guarded()
-        # graceful close: send what is buffered and wait for the answers
+        # graceful close: send what is buffered and wait for the answers; then, once every append that
+        # passed the closed check has added its batch, whatever those added
+        while not self.force_close and self._work_left():
+            self._run_once_guarded()
+        self.accumulator.await_appends()
         while not self.force_close and self._work_left():
             self._run_once_guarded()
         # then abort a transaction that no commit or abort is ending (Java's Sender.run; a forced close,
@@ -174,14 +178,14 @@ class Sender:
                 pass
 
     def initiate_close(self) -> None:
+        self.accumulator.close()  # first: once the loop sees running False, no new append may start
         self.running = False
-        self.accumulator.close()
         self.wakeup()
 
     def force(self) -> None:
         self.force_close = True
-        self.running = False
         self.accumulator.close()
+        self.running = False
         self.wakeup()
 
     def wakeup(self) -> None:
