@@ -159,12 +159,14 @@ def test_the_sink_keeps_its_query_id_through_batches_without_task_messages(kafka
     assert _latest(kafka, sink_id).query_id == "q-1"
     with pytest.raises(errors.ConfigError, match=r"already committed batches up to 2 for streaming query q-1.*q-2"):
         sink.commit(0, [_task(options, "b", 10, 0, batch=0, query="q-2")])
+    running = [_task(options, "c", 10, 0, batch=3, query="q-1")]  # the query's next batch, not committed yet
     source = SparkafkaDataSource({"kafka.bootstrap.servers": kafka.bootstrap, "topic": topic,
                                   "sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id})
     schema = StructType([StructField("key", StringType()), StructField("value", StringType())])
     with pytest.raises(errors.ConfigError, match=r"belongs to streaming query q-1"):
         source.writer(schema, False)
-    assert set(_committed(kafka, topic, 10)) == {b"a-%d" % n for n in range(10)}
+    assert sink.commit(3, running).status == "committed"  # refused before sweeping: its transaction is intact
+    assert set(_committed(kafka, topic, 20)) == {b"%s-%d" % (t, n) for t in (b"a", b"c") for n in range(10)}
 
 
 def test_a_task_without_rows_opens_no_transaction(kafka: KafkaCluster) -> None:

@@ -99,12 +99,14 @@ class SparkafkaDataSource(DataSource):
         options, plan = self._prepare(schema)
         if options.exactly_once:
             options = options.with_sink_id(options.sink_id or f"batch-{uuid.uuid4().hex}")
-            latest = ExactlyOnceSink(options).recover(sweep=True)
-            if latest is not None and latest.query_id is not None:
+            sink = ExactlyOnceSink(options)
+            latest = sink.recover(sweep=False)
+            if latest is not None and latest.query_id is not None:  # refused before sweeping the query's
                 raise ConfigError(
                     f"sink id {options.sink_id!r} belongs to streaming query {latest.query_id} (batches up to "
                     f"{latest.last_committed} committed): a batch write with it would be taken for a batch that "
                     f"query wrote and skipped. Give the batch write its own {SINK_ID_OPTION}.", SINK_ID_OPTION)
+            sink.sweep()
             if latest is not None and latest.is_committed(BATCH_WRITE):
                 log.warning("sink %r: this batch write was committed by an earlier run; nothing is sent again "
                             "(use a new %s for a new write)", options.sink_id, SINK_ID_OPTION)

@@ -139,6 +139,14 @@ class ExactlyOnceSink:
             finisher.close()
             dlog.close()
 
+    def sweep(self) -> None:
+        """Abort the sink's open transactions (only when no task of this sink can be running)."""
+        finisher = TransactionFinisher(self.options.driver_config())
+        try:
+            self._sweep(finisher, frozenset())
+        finally:
+            finisher.close()
+
     def commit(self, batch: int, messages: Sequence[Any]) -> Outcome:
         txns = _transactions(messages)
         query = _query_id(messages)
