@@ -203,7 +203,7 @@ def test_range_errors_name_key_and_limit(key: str, value: Any, message: str) -> 
 
 def test_range_edges_accepted() -> None:
     cfg = make(metadata_max_idle_ms=5000, compression_gzip_level=-1, compression_zstd_level=-131072,
-               compression_lz4_level=17, send_buffer_bytes=-1, max_request_size=1, buffer_memory=1)
+               compression_lz4_level=17, send_buffer_bytes=-1, max_request_size=1, buffer_memory=1, batch_size=1)
     assert cfg.metadata_max_idle_ms == 5000 and cfg.compression_gzip_level == -1
     assert make(compression_gzip_level="9").compression_gzip_level == 9
 
@@ -243,6 +243,13 @@ def test_batch_size_zero_becomes_one() -> None:
 
 
 # ------------------------------------------------------------------------------------------------- bootstrap
+
+
+def test_batch_size_above_buffer_memory_is_refused() -> None:
+    """No batch could be allocated from the pool, so every send() would fail (Java accepts the pair)."""
+    err = error({"batch.size": 65536, "buffer.memory": 65535})
+    assert err.key == "batch.size" and "batch.size (65536) is larger than buffer.memory (65535)" in str(err)
+    assert make(batch_size=65536, buffer_memory=65536).batch_size == 65536
 
 
 def test_bootstrap_forms() -> None:

@@ -14,7 +14,9 @@ applies Java's cross-field rules in Java's order:
    counter).
 4. ``delivery.timeout.ms >= linger.ms + request.timeout.ms``: an explicit smaller value is an error, the
    default is raised silently.
-5. ``batch.size`` is stored as ``max(1, value)``; security keys are checked against ``security.protocol``.
+5. ``batch.size`` is stored as ``max(1, value)`` and may not exceed ``buffer.memory`` (Java accepts it, and
+   then every ``send()`` fails: no batch fits the pool); security keys are checked against
+   ``security.protocol``.
 
 ``None`` for any key means "use the default". The result is a frozen, picklable dataclass with one typed
 attribute per key (``cfg.linger_ms``); callables given for serializers, the partitioner or the OAUTHBEARER
@@ -645,6 +647,11 @@ def _post_process(values: dict[str, Any], user_set: frozenset[str], allow_empty_
         values["client_id"] = f"producer-{txn if txn is not None else next(_CLIENT_ID_SEQUENCE)}"
     _delivery_timeout(values, user_set)
     values["batch_size"] = max(1, values["batch_size"])
+    if values["batch_size"] > values["buffer_memory"]:
+        raise ConfigError(
+            f"batch.size ({values['batch_size']}) is larger than buffer.memory ({values['buffer_memory']}): no "
+            "batch could ever be allocated, so every send() would fail; lower batch.size or raise buffer.memory",
+            "batch.size")
     _security(values)
 
 
