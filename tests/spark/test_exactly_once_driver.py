@@ -26,7 +26,7 @@ from sparkafka.producer.txn_commit import TransactionFinisher
 from sparkafka.spark.commit import SparkafkaCommitMessage
 from sparkafka.spark.datasource import SparkafkaDataSource
 from sparkafka.spark.decision_log import ABORTED, COMMITTED, PREPARED, Decision, DecisionLog
-from sparkafka.spark.exactly_once import ExactlyOnceSink
+from sparkafka.spark.exactly_once import BATCH_WRITE, BATCH_WRITE_QUERY, ExactlyOnceSink
 from sparkafka.spark.options import SinkOptions
 from sparkafka.spark.writer import write_partition_transactional
 from support.consume import consume_all, create_topic
@@ -167,6 +167,25 @@ def test_the_sink_keeps_its_query_id_through_batches_without_task_messages(kafka
         source.writer(schema, False)
     assert sink.commit(3, running).status == "committed"  # refused before sweeping: its transaction is intact
     assert set(_committed(kafka, topic, 20)) == {b"%s-%d" % (t, n) for t in (b"a", b"c") for n in range(10)}
+
+
+def test_a_streaming_query_cannot_reuse_a_batch_writes_sink_id(kafka: KafkaCluster) -> None:
+    """A batch write's decisions record ``BATCH_WRITE_QUERY``: a streaming query reusing the sink id is
+    refused at its batch 0 instead of having it skipped as written by the batch write; the batch write
+    itself, run again, is still recognised as done (its writer sends nothing)."""
+    topic, sink_id = f"eod-bw-{uuid.uuid4().hex[:8]}", f"bw-{uuid.uuid4().hex[:8]}"
+    create_topic(kafka.bootstrap, topic, 1)
+    options = _options(kafka, topic, sink_id)
+    sink = ExactlyOnceSink(options)
+    assert sink.commit(BATCH_WRITE, [_task(options, "a", 10, 0)], BATCH_WRITE_QUERY).status == "committed"
+    assert _latest(kafka, sink_id).query_id == BATCH_WRITE_QUERY
+    with pytest.raises(errors.ConfigError, match=r"up to 0 for a batch write, and this is query q-1 at batch 0"):
+        sink.commit(0, [_task(options, "b", 10, 0, batch=0, query="q-1")])
+    source = SparkafkaDataSource({"kafka.bootstrap.servers": kafka.bootstrap, "topic": topic,
+                                  "sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id})
+    schema = StructType([StructField("key", StringType()), StructField("value", StringType())])
+    assert source.writer(schema, False).options.skip_write
+    assert set(_committed(kafka, topic, 10)) == {b"a-%d" % n for n in range(10)}
 
 
 def test_a_task_without_rows_opens_no_transaction(kafka: KafkaCluster) -> None:

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from sparkafka.errors import ConfigError, InvalidRecordInputError
 from sparkafka.producer.arrow.send import ColumnPlan, plan_columns
-from sparkafka.spark.exactly_once import BATCH_WRITE, ExactlyOnceSink
+from sparkafka.spark.exactly_once import BATCH_WRITE, BATCH_WRITE_QUERY, ExactlyOnceSink
 from sparkafka.spark.options import SINK_ID_OPTION, SinkOptions
 from sparkafka.spark.writer import SparkafkaBatchWriter, SparkafkaStreamWriter
 
@@ -101,7 +101,7 @@ class SparkafkaDataSource(DataSource):
             options = options.with_sink_id(options.sink_id or f"batch-{uuid.uuid4().hex}")
             sink = ExactlyOnceSink(options)
             latest = sink.recover(sweep=False)
-            if latest is not None and latest.query_id is not None:  # refused before sweeping the query's
+            if latest is not None and latest.query_id not in (None, BATCH_WRITE_QUERY):  # refused before sweeping
                 raise ConfigError(
                     f"sink id {options.sink_id!r} belongs to streaming query {latest.query_id} (batches up to "
                     f"{latest.last_committed} committed): a batch write with it would be taken for a batch that "

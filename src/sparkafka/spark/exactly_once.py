@@ -52,12 +52,17 @@ from sparkafka.spark.decision_log import (
 )
 from sparkafka.spark.options import DRIVER_EXIT_OPTION, SinkOptions
 
-__all__ = ["BATCH_WRITE", "ExactlyOnceSink", "Outcome", "transactional_id", "transactional_id_prefix"]
+__all__ = ["BATCH_WRITE", "BATCH_WRITE_QUERY", "ExactlyOnceSink", "Outcome", "transactional_id",
+           "transactional_id_prefix"]
 
 log = logging.getLogger("sparkafka.spark")
 
 BATCH_WRITE = 0
 """The batch id of a batch write: a sink id names one batch write."""
+BATCH_WRITE_QUERY = "batch-write"
+"""The query id a batch write's decisions record (``commit``/``abort`` with ``query``): a streaming query that
+meets it is refused like one meeting another query's id, instead of having its batch 0 skipped as written
+by the batch write. Decision logs written before it hold no query id for batch writes."""
 _ONGOING = "Ongoing"
 
 
@@ -147,9 +152,11 @@ class ExactlyOnceSink:
         finally:
             finisher.close()
 
-    def commit(self, batch: int, messages: Sequence[Any]) -> Outcome:
+    def commit(self, batch: int, messages: Sequence[Any], query: str | None = None) -> Outcome:
+        """Commit every task transaction of ``batch`` or none. ``query``: the writer's query id (a batch write
+        passes ``BATCH_WRITE_QUERY``); else the one the tasks' messages carry."""
         txns = _transactions(messages)
-        query = _query_id(messages)
+        query = query if query is not None else _query_id(messages)
         dlog, finisher = self._open()
         try:
             latest = dlog.latest(self.sink_id)
@@ -173,10 +180,12 @@ class ExactlyOnceSink:
             finisher.close()
             dlog.close()
 
-    def abort(self, batch: int, messages: Sequence[Any]) -> Outcome:
+    def abort(self, batch: int, messages: Sequence[Any], query: str | None = None) -> Outcome:
+        """Abort ``batch`` (or finish its commit past the commit point); ``query`` as for ``commit``."""
         if self.options.driver_exit_after_commits is not None:
             _injected_exit("abort")  # the driver is "dead": nothing may finish its commit but a new run
         txns = _transactions(messages)
+        query = query if query is not None else _query_id(messages)
         dlog, finisher = self._open()
         try:
             latest = dlog.latest(self.sink_id)
@@ -189,13 +198,12 @@ class ExactlyOnceSink:
                     self._abort_others(finisher, txns, latest.transactions)
                     return Outcome("committed", len(latest.transactions))
             if latest is not None and latest.is_committed(batch):
-                return self._skip(finisher, latest, batch, txns, _query_id(messages))
+                return self._skip(finisher, latest, batch, txns, query)
             for txn in txns:
                 finisher.abort(txn.handle)
             self._sweep(finisher, frozenset())
             last = latest.last_committed if latest is not None else None
-            dlog.record(Decision(self.sink_id, batch, ABORTED, last, tuple(txns),
-                                 _recorded_query(_query_id(messages), latest)))
+            dlog.record(Decision(self.sink_id, batch, ABORTED, last, tuple(txns), _recorded_query(query, latest)))
             return Outcome("aborted", len(txns))
         finally:
             finisher.close()
@@ -207,11 +215,13 @@ class ExactlyOnceSink:
         if query is not None and latest.query_id is not None and query != latest.query_id:
             for txn in txns:
                 finisher.abort(txn.handle)
+            owner = ("a batch write" if latest.query_id == BATCH_WRITE_QUERY
+                     else f"streaming query {latest.query_id}")
+            this = "a batch write" if query == BATCH_WRITE_QUERY else f"query {query} at batch {batch}"
             raise errors.ConfigError(
-                f"sink id {self.sink_id!r} already committed batches up to {latest.last_committed} for streaming "
-                f"query {latest.query_id}, and this is query {query} at batch {batch} (a new checkpoint?): its "
-                "rows would be skipped as already written. Give the new query a new sparkafka.sink.id.",
-                "sparkafka.sink.id")
+                f"sink id {self.sink_id!r} already committed batches up to {latest.last_committed} for {owner}, "
+                f"and this is {this} (a new checkpoint?): its rows would be skipped as already written. Give "
+                "the new query a new sparkafka.sink.id.", "sparkafka.sink.id")
         kept = latest.transactions if latest.batch == batch else ()
         self._abort_others(finisher, txns, kept)
         self._sweep(finisher, frozenset())

@@ -43,7 +43,7 @@ from sparkafka.producer.arrow.send import ColumnPlan, ProducerLike, send_planned
 from sparkafka.producer.txn_commit import TransactionHandle
 from sparkafka.spark.commit import SparkafkaCommitMessage, WriteSummary
 from sparkafka.spark.decision_log import SinkTransaction
-from sparkafka.spark.exactly_once import BATCH_WRITE, ExactlyOnceSink, transactional_id
+from sparkafka.spark.exactly_once import BATCH_WRITE, BATCH_WRITE_QUERY, ExactlyOnceSink, transactional_id
 from sparkafka.spark.options import (
     EXACTLY_ONCE,
     FAIL_FIRST_ATTEMPT_OPTION,
@@ -223,7 +223,8 @@ def _abort_quietly(producer: Any, txn_id: str) -> None:
 
 def _commit(options: SinkOptions, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
     if options.exactly_once:
-        outcome = ExactlyOnceSink(options).commit(BATCH_WRITE if batch_id is None else batch_id, messages)
+        outcome = ExactlyOnceSink(options).commit(BATCH_WRITE if batch_id is None else batch_id, messages,
+                                                  BATCH_WRITE_QUERY if batch_id is None else None)
         summary = WriteSummary.from_messages(messages, outcome.status, batch_id, guarantee=EXACTLY_ONCE,
                                              transactions=outcome.transactions)
     else:
@@ -235,7 +236,8 @@ def _commit(options: SinkOptions, messages: list[WriterCommitMessage | None], ba
 
 def _abort(options: SinkOptions, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
     if options.exactly_once:
-        outcome = ExactlyOnceSink(options).abort(BATCH_WRITE if batch_id is None else batch_id, messages)
+        outcome = ExactlyOnceSink(options).abort(BATCH_WRITE if batch_id is None else batch_id, messages,
+                                                 BATCH_WRITE_QUERY if batch_id is None else None)
         summary = WriteSummary.from_messages(messages, outcome.status, batch_id, guarantee=EXACTLY_ONCE,
                                              transactions=outcome.transactions)
         log.warning("%s", summary.describe())
