@@ -29,6 +29,7 @@ from sparkafka.producer.transactions import TransactionManager
 from sparkafka.protocol.messages import PRODUCE, ApiKey
 from sparkafka.record.compression import CompressionType
 from sparkafka.record.reader import DecodedBatch, decode_batches
+from support.txn import answer_add_partitions, answer_find_coordinator, ready
 
 T = "t"
 TS = 1_700_000_000_000
@@ -811,20 +812,12 @@ def test_acks_zero_completes_without_a_response() -> None:
 def _in_transaction(rig: Rig) -> tuple[TransactionManager, RecordAccumulator, Sender]:
     """A transactional manager, initialized and in a transaction with partition t-0 added (answers given by
     hand), and an accumulator and Sender around it and the rig's fakes."""
-    tm = TransactionManager("tx", 60_000, 100)
-    tm.initialize_transactions()
-    find = tm.next_request(False)
-    assert find is not None
-    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
-    init = tm.next_request(False)
-    assert init is not None
-    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
+    tm = ready()
     tm.begin_transaction()
     tm.maybe_add_partition((T, 0))
     add = tm.next_request(False)
     assert add is not None
-    add.handler({"results_by_topic_v3_and_below": [
-        {"name": T, "results_by_partition": [{"partition_index": 0, "partition_error_code": 0}]}]}, None)
+    answer_add_partitions(add, (T, 0))
     accumulator = RecordAccumulator(
         batch_size=16384, buffer_memory=1 << 22, compression=CompressionType.NONE, linger_ms=0,
         retry_backoff_ms=100, retry_backoff_max_ms=100, delivery_timeout_ms=120_000, clock=rig.clock,
@@ -868,9 +861,7 @@ def test_a_transactional_request_is_retried_after_its_own_backoff(override: floa
     rig = Rig(retry_backoff_ms=100)
     tm = TransactionManager("tx", 60_000, 100)
     tm.initialize_transactions()
-    find = tm.next_request(False)
-    assert find is not None
-    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    answer_find_coordinator(tm)
     init = tm.next_request(False)
     assert init is not None
     init.retry_at_ms = -1.0  # as TransactionManager._retry leaves it

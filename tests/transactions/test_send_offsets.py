@@ -14,21 +14,14 @@ import pytest
 from sparkafka import errors
 from sparkafka.producer.group_metadata import CommittedOffset, ConsumerGroupMetadata, group_metadata_of, offsets_of
 from sparkafka.producer.transactions import TransactionManager, TxnRequest, TxnState
+from support.txn import ready
 
 GROUP = ConsumerGroupMetadata("orders", 4, "member-1", None)
 OFFSETS = {("in", 1): CommittedOffset(10), ("in", 0): CommittedOffset(7, "m", 3)}
 
 
 def _in_transaction(transaction_version: int) -> TransactionManager:
-    tm = TransactionManager("tx", 60_000)
-    tm.finalized_features = lambda: {"transaction.version": transaction_version}
-    tm.initialize_transactions()
-    find = tm.next_request(False)
-    assert find is not None
-    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
-    init = tm.next_request(False)
-    assert init is not None
-    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
+    tm = ready(transaction_version=transaction_version)
     tm.begin_transaction()
     return tm
 

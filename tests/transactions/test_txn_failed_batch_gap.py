@@ -16,7 +16,8 @@ from sparkafka import errors
 from sparkafka.producer.producer_batch import ProducerBatch
 from sparkafka.producer.transactions import TxnState
 from sparkafka.record import RecordBatchBuilder
-from transactions.test_txn_java_rules import _add, _ready
+from support.txn import ready
+from transactions.test_txn_java_rules import _add
 
 TP = ("t", 0)
 
@@ -37,7 +38,7 @@ def _prime(tm: Any) -> None:
 
 
 def test_a_failed_batch_moves_the_later_batches_of_its_partition_down() -> None:
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     _add(tm, TP)
     _prime(tm)
@@ -64,7 +65,7 @@ def test_a_failed_batch_moves_the_later_batches_of_its_partition_down() -> None:
 
 def test_a_batch_whose_fate_is_unknown_leaves_the_sequences_alone() -> None:
     """Retries exhausted (Java: ``attempts < retries`` is false): it may have been written, so no shift."""
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     _add(tm, TP)
     _prime(tm)

@@ -23,44 +23,30 @@ from sparkafka.producer.transactions import (
     ADD_PARTITIONS_RETRY_BACKOFF_MS,
     TransactionalRequestResult,
     TransactionManager,
-    TxnRequest,
     TxnState,
 )
 from sparkafka.protocol.messages import ApiKey as Api
 from sparkafka.protocol.versions import ApiVersionsTable
 from sparkafka.record import RecordBatchBuilder
 from support.mock_cluster import ApiKey, MockCluster
+from support.txn import answer_add_partitions, answer_find_coordinator, ready
 from transactions.raw_log import committed_view, control_markers, read_log
 
 pytestmark = [pytest.mark.timeout(120)]
 
 
 # ----------------------------------------------------------------------------- helpers (no broker)
-def _ready() -> TransactionManager:
-    tm = TransactionManager("tx", 60_000)
-    result = tm.initialize_transactions()
-    find = tm.next_request(False)
-    assert find is not None and find.is_find_coordinator
-    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
-    init = tm.next_request(False)
-    assert init is not None and init.name == "InitProducerId"
-    init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
-    assert result.is_done() and result.error is None
-    return tm
-
-
 def _add(tm: TransactionManager, tp: tuple[str, int]) -> None:
     tm.maybe_add_partition(tp)
     add = tm.next_request(False)
-    assert add is not None and add.name == "AddPartitionsToTxn"
-    add.handler({"results_by_topic_v3_and_below": [
-        {"name": tp[0], "results_by_partition": [{"partition_index": tp[1], "partition_error_code": 0}]}]}, None)
+    assert add is not None
+    answer_add_partitions(add, tp)
     assert tm.is_partition_added(tp)
 
 
 def _timed_out_commit() -> tuple[TransactionManager, TransactionalRequestResult]:
     """A transaction with one partition whose commit_transaction() wait timed out (EndTxn not answered)."""
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     _add(tm, ("t", 0))
     commit = tm.begin_commit()
@@ -77,11 +63,6 @@ def _batch(tp: tuple[str, int]) -> ProducerBatch:
 
 
 # ----------------------------------------------------------------------------- without a broker
-def _answer_add(req: TxnRequest, tp: tuple[str, int], code: int) -> None:
-    req.handler({"results_by_topic_v3_and_below": [
-        {"name": tp[0], "results_by_partition": [{"partition_index": tp[1], "partition_error_code": code}]}]}, None)
-
-
 def test_the_new_epoch_after_an_abort_names_the_current_producer_id_and_epoch() -> None:
     """Java ``initializeTransactions(producerIdAndEpoch)`` (KIP-360): the InitProducerId that bumps the epoch
     after an abort carries the current id and epoch, so the coordinator fences this producer if another one
@@ -89,9 +70,7 @@ def test_the_new_epoch_after_an_abort_names_the_current_producer_id_and_epoch() 
     first InitProducerId carries -1 / -1."""
     tm = TransactionManager("tx", 60_000)
     tm.initialize_transactions()
-    find = tm.next_request(False)
-    assert find is not None
-    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    answer_find_coordinator(tm)
     first = tm.next_request(False)
     assert first is not None and (first.body["producer_id"], first.body["producer_epoch"]) == (-1, -1)
     first.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
@@ -116,7 +95,7 @@ def test_an_abort_after_an_unknown_producer_id_mapping_forgets_the_offsets_sent(
     like Java's completeTransaction it forgets what the transaction had added, offsets included, so the
     next transaction, if it adds nothing, ends without an EndTxn (which the coordinator, holding no
     transaction, would refuse with INVALID_TXN_STATE)."""
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     tm._offsets_added = True  # what a completed send_offsets_to_transaction leaves
     commit = tm.begin_commit()
@@ -139,23 +118,23 @@ def test_the_first_add_partitions_refused_as_concurrent_is_retried_after_20_ms()
     """Java's ``AddPartitionsToTxnHandler``: CONCURRENT_TRANSACTIONS for a transaction's first partitions (the
     previous transaction's markers are still being written) retries after ``ADD_PARTITIONS_RETRY_BACKOFF_MS``;
     once a partition is in the transaction, after ``retry.backoff.ms``."""
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     tm.maybe_add_partition(("t", 0))
     first = tm.next_request(False)
     assert first is not None and first.name == "AddPartitionsToTxn" and first.retry_backoff_ms is None
-    _answer_add(first, ("t", 0), errors.CONCURRENT_TRANSACTIONS)
+    answer_add_partitions(first, ("t", 0), errors.CONCURRENT_TRANSACTIONS)
     again = tm.next_request(False)
     assert again is first and again.retry_at_ms < 0 and again.retry_backoff_ms == ADD_PARTITIONS_RETRY_BACKOFF_MS == 20
-    _answer_add(again, ("t", 0), 0)
+    answer_add_partitions(again, ("t", 0), 0)
     assert tm.is_partition_added(("t", 0))
     tm.maybe_add_partition(("t", 1))
     later = tm.next_request(False)
     assert later is not None and later is not first
-    _answer_add(later, ("t", 1), errors.CONCURRENT_TRANSACTIONS)
+    answer_add_partitions(later, ("t", 1), errors.CONCURRENT_TRANSACTIONS)
     retried = tm.next_request(False)
     assert retried is later and retried.retry_backoff_ms is None  # retry.backoff.ms
-    _answer_add(retried, ("t", 1), errors.COORDINATOR_LOAD_IN_PROGRESS)
+    answer_add_partitions(retried, ("t", 1), errors.COORDINATOR_LOAD_IN_PROGRESS)
     assert tm.next_request(False) is later and later.retry_backoff_ms is None
 
 
@@ -208,9 +187,7 @@ def test_init_transactions_called_again_after_its_timeout_returns_once_it_comple
     first = tm.initialize_transactions()
     with pytest.raises(errors.KafkaTimeoutError):
         first.wait(0)
-    find = tm.next_request(False)
-    assert find is not None
-    find.handler({"error_code": 0, "node_id": 1, "host": "h", "port": 9092}, None)
+    answer_find_coordinator(tm)
     init = tm.next_request(False)
     assert init is not None
     init.handler({"error_code": 0, "producer_id": 7, "producer_epoch": 2}, None)
@@ -224,7 +201,7 @@ def test_transactions_v1_use_add_partitions_and_end_txn_up_to_v4() -> None:
     as Java's LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2 (EndTxn v5 would ask the coordinator for KIP-890)."""
     table = ApiVersionsTable({Api.END_TXN: (0, 5), Api.PRODUCE: (3, 13)})
     for features in ({}, {"transaction.version": 1}):
-        tm = _ready()
+        tm = ready()
         tm.finalized_features = lambda features=features: features  # type: ignore[misc]
         tm.begin_transaction()
         assert (tm.transaction_v2, tm.transaction_version) == (False, 1)
@@ -238,7 +215,7 @@ def test_transactions_v1_use_add_partitions_and_end_txn_up_to_v4() -> None:
 def test_transactions_v2_add_partitions_by_produce_and_take_the_epoch_from_end_txn() -> None:
     """transaction.version 2 (KIP-890): no AddPartitionsToTxn, EndTxn v5, and the epoch the coordinator
     bumped to (carried by the EndTxn answer) restarts every partition's sequences."""
-    tm = _ready()
+    tm = ready()
     tm.finalized_features = lambda: {"transaction.version": 2}
     tm.begin_transaction()
     assert (tm.transaction_v2, tm.transaction_version) == (True, 2)
@@ -271,7 +248,7 @@ def test_transactions_v2_add_partitions_by_produce_and_take_the_epoch_from_end_t
 # 49: INVALID_PRODUCER_ID_MAPPING, 120: TRANSACTION_ABORTABLE
 @pytest.mark.parametrize("code", [errors.UNKNOWN_PRODUCER_ID, 49, 120])
 def test_end_txn_errors_that_java_treats_as_abortable(code: int) -> None:
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     _add(tm, ("t", 0))
     commit = tm.begin_commit()
@@ -302,7 +279,7 @@ def test_abort_sends_no_end_txn_when_no_partition_was_added() -> None:
     transaction is abortable and nothing was added on the coordinator. Java skips EndTxn then (its
     ``transactionStarted`` is false); an EndTxn(abort) for an empty transaction is answered
     INVALID_TXN_STATE, which is fatal."""
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     tm.maybe_add_partition(("t", 0))
     add = tm.next_request(False)
@@ -321,7 +298,7 @@ def test_abort_waits_for_the_answer_to_a_batch_that_expired_on_the_wire() -> Non
     the accumulator, but the broker may still append it. EndTxn(abort) waits for the answer (or the
     request's time-out, which closes the connection): sent before it, the late append would follow the
     ABORT marker and open a transaction on the partition that nobody ends. Java sends EndTxn at once."""
-    tm = _ready()
+    tm = ready()
     tm.begin_transaction()
     _add(tm, ("t", 0))
     batch = _batch(("t", 0))
