@@ -243,3 +243,27 @@ def test_rows_send_arrow_could_not_append_make_the_transaction_abortable(mock_cl
     finally:
         producer.close(timeout=5)
     assert [r.value for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))] == [b"second"]
+
+
+def test_a_coordinator_sharing_no_end_txn_version_fails_the_commit_instead_of_hanging() -> None:
+    """A coordinator that advertises only versions of EndTxn this producer cannot speak (5-5 against 0-4
+    under transaction protocol 1): the commit raises UnsupportedVersionError at once and the producer is
+    fatal, as when a broker answers a request it cannot parse. The version used to be looked up after the
+    request was marked in flight, so the error left it there: every later loop waited for an answer that
+    never came (commit_transaction timed out, close() without a timeout never returned)."""
+    with MockCluster(num_brokers=1) as mc:
+        mc.create_topic("t", partitions=1, replication=1)
+        mc.set_apiversion(ApiKey.END_TXN, 5, 5)
+        producer = KafkaProducer({"bootstrap.servers": mc.bootstrap_servers, "transactional.id": "no-end-txn",
+                                  "linger.ms": 5, "retry.backoff.ms": 20, "max.block.ms": 10_000})
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send("t", b"v").get(10)
+            with pytest.raises(errors.UnsupportedVersionError, match="EndTxn"):
+                producer.commit_transaction(10)
+            with pytest.raises(errors.UnsupportedVersionError):
+                producer.begin_transaction()
+        finally:
+            producer.close(timeout=10)
+        assert not producer._io_thread.is_alive()

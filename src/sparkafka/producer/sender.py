@@ -668,6 +668,12 @@ class Sender:
             self._await_txn_node(req, node, now)
             return True
         self._txn_node_wait = None
+        try:
+            version = None if req.max_version is None else self.client.api_version(node, req.api_key,
+                                                                                   req.max_version)
+        except errors.UnsupportedVersionError as exc:  # the coordinator shares no version of it
+            tm.transition_to_fatal(exc)  # as the answer below would (was: in flight forever)
+            return True
         self._txn_request_in_flight = req
         tm.in_flight_request = req
 
@@ -683,7 +689,6 @@ class Sender:
                 req.handler(resp.body, resp.error)
 
         log.debug("sending %s to node %s", req.name, node)
-        version = None if req.max_version is None else self.client.api_version(node, req.api_key, req.max_version)
         self.client.send(node, req.api_key, req.body, version=version, expect_response=True, callback=on_response)
         self.client.poll(self.retry_backoff_ms, now)
         return True
