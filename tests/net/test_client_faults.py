@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import random
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -485,3 +486,39 @@ def test_produce_pieces_partly_written_are_copied_before_send_returns(fake_broke
     assert produce.body is not None
     records = produce.body["topic_data"][0]["partition_data"][0]["records"]
     assert bytes(records) == expected
+
+
+def test_in_flight_count_can_be_read_while_the_io_thread_changes_the_node_table() -> None:
+    """``producer.metrics()`` reads ``requests-in-flight`` (``in_flight_count()``) on the caller's thread while
+    the Sender adds connections (``ready``) and drops them (``update_nodes``): summing over the live dict
+    raised "dictionary changed size during iteration" (thousands of times in 200,000 reads)."""
+    port = free_port()  # nothing listens: connections are made and dropped
+    client = _client(f"127.0.0.1:{port}", reconnect_backoff_ms=0, reconnect_backoff_max_ms=1)
+    stop = threading.Event()
+
+    def io_thread() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            nodes = {n: ("127.0.0.1", port) for n in range(i % 50)}
+            client.update_nodes(nodes)
+            for n in nodes:
+                client.ready(n, client.clock.monotonic_ms())
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=io_thread, daemon=True)
+    thread.start()
+    failures: list[RuntimeError] = []
+    try:
+        for _ in range(100_000):
+            try:
+                client.in_flight_count()
+            except RuntimeError as exc:
+                failures.append(exc)
+    finally:
+        stop.set()
+        thread.join(10)
+        sys.setswitchinterval(interval)
+        client.close()
+    assert failures == []

@@ -283,7 +283,7 @@ class NetworkClient:
         if node_id is not None:
             conn = self._conns.get(node_id)
             return conn.in_flight_count() if conn is not None else 0
-        return sum(conn.in_flight_count() for conn in self._conns.values())
+        return sum(conn.in_flight_count() for conn in list(self._conns.values()))  # metrics() reads it from any thread
 
     def connection_delay(self, node_id: int, now: float) -> float:
         """Ms until it is worth checking the node again: the remaining reconnect backoff when disconnected,
