@@ -50,6 +50,10 @@ class KafkaError(Exception):
     """Base of every sparkafka error."""
 
     retriable: ClassVar[bool] = False
+    send_partition: int = -1
+    """The partition ``send()`` had placed the record in when this error failed it there (no buffer memory
+    within max.block.ms, the producer closed): its callback's metadata names it, as Java's, whose
+    ``RecordAccumulator.append`` calls ``AppendCallbacks.setPartition`` first. -1 elsewhere."""
 
 
 class RetriableError(KafkaError):

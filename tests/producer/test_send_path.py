@@ -271,3 +271,57 @@ def test_a_record_handed_on_while_the_producer_closes_takes_the_python_send() ->
     finally:
         producer._closing = False
         producer.close(0)
+
+
+@pytest.mark.parametrize("key", [b"some-key", None])
+def test_a_record_without_memory_reports_the_partition_send_placed_it_in(key: bytes | None) -> None:
+    """``BufferExhaustedError`` for a record whose partition was chosen (murmur2 for a key, the sticky
+    partitioner without): its callback's metadata names that partition, as Java's (``RecordAccumulator.append``
+    calls ``AppendCallbacks.setPartition`` before it waits for memory); it was -1. Through the C lane
+    (``_append_from_lane``) and the Python ``send`` alike."""
+    producer = _unreachable_producer({"batch.size": 1024, "buffer.memory": 4096, "max.block.ms": 0}, {"t": 4})
+    try:
+        for partition in range(4):  # one batch per partition uses all the memory; nothing is sent
+            producer.send("t", b"x" * 100, partition=partition)
+        seen: list[tuple[Any, BaseException | None]] = []
+        future = producer.send("t", b"y" * 2000, key, callback=lambda md, exc: seen.append((md, exc)))
+        assert isinstance(future.exception(0), errors.BufferExhaustedError)
+        [(metadata, exc)] = seen
+        assert isinstance(exc, errors.BufferExhaustedError)
+        if key is not None:
+            assert metadata.partition == (murmur2_py(key) & 0x7FFFFFFF) % 4
+        else:
+            assert 0 <= metadata.partition < 4
+        assert (metadata.topic, metadata.offset) == ("t", -1)
+    finally:
+        producer.close(0)
+
+
+def test_a_partition_of_another_integer_type_is_taken_and_anything_else_is_refused_by_type() -> None:
+    """An explicit partition or a custom partitioner's answer that is a numpy-style integer (``operator.index``)
+    is used as an int; a float, bool or str is an InvalidRecordInputError that says it is not an int. A
+    partitioner's 1.0 used to be queued as partition 1.0: the Sender could not encode the request, which held
+    every batch drained with it until delivery.timeout.ms; an explicit one was refused as "out of range"."""
+    class Index:
+        def __index__(self) -> int:
+            return 2
+
+    answers: list[object] = []
+    producer = _unreachable_producer({"partitioner.class": lambda topic, key, n: answers.pop()}, {"t": 4})
+    try:
+        future = producer.send("t", b"v", partition=cast(int, Index()))
+        assert isinstance(future, FutureRecordMetadata) and type(future._produce_result.partition) is int
+        assert future._produce_result.partition == 2
+        answers.append(Index())
+        future = producer.send("t", b"v", b"k")
+        assert isinstance(future, FutureRecordMetadata) and type(future._produce_result.partition) is int
+        for bad in (1.0, True, "1"):
+            wrong = f"partition must be an int, got {type(bad).__name__}"
+            with pytest.raises(errors.InvalidRecordInputError, match=wrong):
+                producer.send("t", b"v", partition=cast(int, bad))
+            answers.append(bad)
+            with pytest.raises(errors.InvalidRecordInputError, match="the partitioner's partition must be an int"):
+                producer.send("t", b"v", b"k")
+        assert [(pq.tp, type(pq.tp[1])) for pq in producer._accumulator._all_queues()] == [(("t", 2), int)]
+    finally:
+        producer.close(0)

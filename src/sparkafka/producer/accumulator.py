@@ -290,6 +290,7 @@ class RecordAccumulator:
         if info is None:
             info = self._topic_info(topic)
         buffer: bytearray | None = None
+        effective = partition
         try:
             while True:
                 if partition < 0:
@@ -368,6 +369,9 @@ class RecordAccumulator:
                     return result
                 finally:
                     lock.release()
+        except KafkaError as exc:
+            exc.send_partition = effective  # the failed record's callback names it (Java's setPartition)
+            raise
         finally:
             if buffer is not None:
                 self.pool.deallocate(buffer)

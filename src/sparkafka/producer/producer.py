@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import os
 import threading
 import time
@@ -278,7 +279,7 @@ class KafkaProducer:
                 chain.on_send_error(record, partition, exc)
                 raise
             failed = self._failed_send(exc, topic, partition, callback)
-            chain.on_send_error(record, partition, failed.error)
+            chain.on_send_error(record, _failed_partition(exc, partition), failed.error)
             return failed
         except Exception as exc:
             chain.on_send_error(record, partition, exc)
@@ -299,12 +300,12 @@ class KafkaProducer:
     def _failed_send(self, exc: errors.KafkaError, topic: str, partition: int | None,
                      callback: Any) -> FailedFuture:
         """Java ``doSend``'s ``catch (ApiException e)``: the callback gets the error with metadata that
-        has the topic and partition (-1 if not chosen yet) and -1 elsewhere, the error is counted, a
+        has the topic and partition (``_failed_partition``) and -1 elsewhere, the error is counted, a
         transaction becomes abortable (or the producer fatal, for the errors that make it so)."""
         exc = exc.with_traceback(None)
         log.debug("send() to topic %r failed: %r", topic, exc)
         if callback is not None and callable(callback):
-            tp = partition if type(partition) is int else -1
+            tp = _failed_partition(exc, partition)
             try:
                 callback(RecordMetadata(topic, tp, -1, -1, -1, -1), exc)
             except Exception:
@@ -346,17 +347,21 @@ class KafkaProducer:
                 f"timestamp must be an int of milliseconds from 0 to 2**63-1 (a Java long), got {timestamp!r}")
         # Metadata.fetch() and Cluster.partition_count() read, as two plain attribute reads (two Python
         # calls less per record; tests/producer/test_send_path.py pins the equivalence)
+        if partition is not None and type(partition) is not int:
+            partition = _partition_index(partition, "partition")
         snapshot = self._metadata._cluster
         n = snapshot._counts.get(topic)
         cluster: ClusterView = snapshot
         waited_ms = 0.0
-        if n is None or (partition is not None and type(partition) is int and partition >= n):
+        if n is None or (partition is not None and partition >= n):
             started = self._clock.monotonic_ms()
             cluster, n = self._wait_on_metadata(topic, partition)
             waited_ms = self._clock.monotonic_ms() - started
         if partition is None:
             if self._partitioner is not None:
                 partition = self._partitioner.partition(topic, key_obj, key, value_obj, value, cluster)
+                if type(partition) is not int:  # a float would become the partition queue's key
+                    partition = _partition_index(partition, "the partitioner's partition")
                 if not 0 <= partition < n:
                     raise errors.InvalidRecordInputError(
                         f"the partitioner returned partition {partition} for topic {topic!r}, "
@@ -365,7 +370,7 @@ class KafkaProducer:
                 partition = partition_for_key_fast(key, n)  # (murmur2(key) & 0x7FFFFFFF) % n, n >= 1
             else:
                 partition = -1
-        elif type(partition) is not int or partition < 0 or partition >= n:
+        elif partition < 0 or partition >= n:
             raise errors.InvalidRecordInputError(
                 f"partition {partition!r} is out of range for topic {topic!r}: it has {n} partitions "
                 f"(0..{n - 1})")
@@ -695,6 +700,25 @@ def _partitioner_configs(cfg: ProducerConfig) -> dict[str, Any]:
     configs = {name: value for name, value in cfg.to_properties(mask_secrets=False).items() if cfg.user_set(name)}
     configs["client.id"] = cfg.client_id
     return configs
+
+
+def _failed_partition(exc: errors.KafkaError, partition: object) -> int:
+    """The partition a record that failed in ``send()`` reports: the one ``send()`` had placed it in, else
+    the one the caller gave, else -1 (Java's ``AppendCallbacks.topicPartition``)."""
+    if exc.send_partition >= 0:
+        return exc.send_partition
+    return partition if type(partition) is int else -1
+
+
+def _partition_index(value: object, what: str) -> int:
+    """A partition given as another integer type (numpy's, ``operator.index``) as an int; anything else (a
+    float, a bool, a str) is an ``InvalidRecordInputError`` naming ``what``."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise errors.InvalidRecordInputError(f"{what} must be an int, got {type(value).__name__} {value!r}")
 
 
 def _as_bytes(obj: object, topic: str, field: str) -> bytes:
