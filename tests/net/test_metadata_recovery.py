@@ -9,6 +9,8 @@ and only a due refresh that kept failing for ``metadata.recovery.rebootstrap.tri
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,10 @@ from sparkafka._clock import ManualClock
 from sparkafka.broker import EmbeddedBroker
 from sparkafka.net.client import NetworkClient
 from sparkafka.net.metadata import Metadata, MetadataUpdater
+from sparkafka.producer.producer import KafkaProducer
+from sparkafka.protocol.messages import ApiKey
+
+from .fake_broker import FakeBroker
 
 # ----------------------------------------------------------------------------------- metadata helpers
 
@@ -214,3 +220,38 @@ def test_rebootstrap_required_in_an_api_versions_answer_rebootstraps() -> None:
     finally:
         client.close()
         broker.close()
+
+
+def test_a_partition_without_a_leader_is_refreshed_every_retry_backoff(fake_broker: FakeBroker) -> None:
+    """A record waits for a partition whose leader is being elected (LEADER_NOT_AVAILABLE, no leader): the
+    Sender asks for metadata every retry.backoff.ms (100 ms, +-20%) until one is named, as Java's, whose
+    NetworkClient.poll runs maybeUpdate after Sender.sendProducerData asked for the refresh. The Sender
+    asked after its loop's look for due refreshes and then slept up to 1 s: one refresh a second."""
+    leaderless = threading.Event()
+    plain_body = fake_broker.metadata_body
+
+    def body() -> dict[str, Any]:
+        answer = plain_body()
+        if leaderless.is_set():
+            for topic in answer["topics"]:
+                for partition in topic["partitions"]:
+                    partition["leader_id"], partition["error_code"] = -1, 5  # LEADER_NOT_AVAILABLE
+        return answer
+
+    fake_broker.metadata_body = body  # type: ignore[method-assign]
+    fake_broker.topics = {"t": 1}
+    producer = KafkaProducer({"bootstrap.servers": fake_broker.bootstrap, "retry.backoff.ms": 100, "linger.ms": 0,
+                              "enable.idempotence": False, "acks": 1})
+    try:
+        assert producer.partitions_for("t") == [0]
+        leaderless.set()
+        producer._metadata.request_update()
+        producer._client.wakeup()
+        time.sleep(0.3)
+        before = fake_broker.count(ApiKey.METADATA)
+        producer.send("t", b"x", partition=0)  # queued: its partition has no leader
+        time.sleep(1.5)
+        refreshes = fake_broker.count(ApiKey.METADATA) - before
+        assert refreshes >= 6, refreshes  # ~12 at 100 ms; 1 or 2 at one a second
+    finally:
+        producer.close(0)

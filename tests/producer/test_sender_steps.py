@@ -196,6 +196,9 @@ class FakeMetadata:
         self.update_requests += 1
         return 0
 
+    def update_requested(self) -> bool:
+        return self.update_requests > 0
+
 
 class FakeUpdater:
     def maybe_update(self, now: float) -> float:

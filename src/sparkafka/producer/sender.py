@@ -216,6 +216,12 @@ class Sender:
                 tm.maybe_transition_to_error_state(auth_error)
             self.accumulator.abort_undrained_batches(auth_error)
         poll_timeout = self._send_producer_data(now, metadata_timeout)
+        if self.metadata.update_requested():
+            # asked for by this loop (a partition without a leader): as Java's NetworkClient.poll, which runs
+            # maybeUpdate after sendProducerData, the refresh goes out once the backoff allows, not after
+            # the longer wait the first look returned (up to _MAX_POLL_MS: ~1 s between refreshes during an
+            # election instead of retry.backoff.ms)
+            poll_timeout = min(poll_timeout, self.metadata_updater.maybe_update(now))
         self.client.poll(poll_timeout, now, self.accumulator.has_full_backlog())
 
     def _send_producer_data(self, now: float, metadata_timeout: float) -> float:
