@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import random
+import socket
 import struct
 import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -522,3 +524,44 @@ def test_in_flight_count_can_be_read_while_the_io_thread_changes_the_node_table(
         sys.setswitchinterval(interval)
         client.close()
     assert failures == []
+
+
+def test_a_lost_connection_reconnects_to_the_first_address_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name resolving to [the broker, an address that refuses]: the first connect takes the broker; after
+    that working connection is lost, the next one starts again at the first address (Java's
+    ClusterConnectionStates.disconnected clears a connected node's addresses), so no attempt fails. The
+    index used to advance on every connect: every reconnect tried the refusing address first (a failed
+    attempt and a reconnect backoff; a black-holed one would cost socket.connection.setup.timeout.ms)."""
+    broker = FakeBroker()
+    resolve = socket.getaddrinfo
+
+    def two_addresses(host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        if host == "broker.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+                    (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.2", port))]
+        return resolve(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
+    client = _client(f"broker.test:{broker.port}", reconnect_backoff_ms=50, reconnect_backoff_max_ms=100)
+    failures: list[BaseException] = []
+
+    def connect() -> None:
+        last = None
+        deadline = time.monotonic() + 10
+        while not client.ready(-1, client.clock.monotonic_ms()):
+            assert time.monotonic() < deadline, "not connected"
+            client.poll(10, client.clock.monotonic_ms())
+            failure = client.connection_failure(-1)
+            if failure is not None and failure is not last:
+                failures.append(failure)
+                last = failure
+
+    try:
+        connect()
+        for _ in range(2):
+            client._conns[-1].close("closed by the broker")  # a broker restart, connections.max.idle.ms
+            connect()
+        assert failures == []
+    finally:
+        client.close()
+        broker.close()

@@ -1028,6 +1028,11 @@ class BrokerConnection:
             self.last_error = error
         was = self.state
         self.state = DISCONNECTED
+        if was >= API_VERSIONS:
+            # an established connection was lost: the next one starts again at the first address the name
+            # resolves to (Java's ClusterConnectionStates.disconnected clears the addresses of a connected
+            # node); only failed attempts move on to the next one
+            self._addr_index = 0
         now = self._clock.monotonic_ms()
         for req in failed:
             self._complete(req, None, make_error(req), now)
