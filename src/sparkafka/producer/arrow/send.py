@@ -29,10 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka._topic import validate_topic_name
-from sparkafka.errors import InvalidRecordInputError, KafkaError
+from sparkafka.errors import InvalidRecordInputError
 from sparkafka.producer.arrow.bulk import check_record_sizes
 from sparkafka.producer.arrow.report import ArrowSendResult
-from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, encode_tails
+from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, decode_dictionary, encode_tails
 
 if TYPE_CHECKING:
     from sparkafka.producer.arrow.bulk import BulkAppend
@@ -186,7 +186,7 @@ def plan_columns(
 
 
 def _plain(arr: pa.Array) -> pa.Array:
-    return arr.dictionary_decode() if pa.types.is_dictionary(arr.type) else arr
+    return decode_dictionary(arr)
 
 
 def _large(t: pa.DataType) -> pa.DataType:
@@ -321,7 +321,8 @@ def send_arrow(
     are checked before the first record is submitted. Errors before any row was appended (closed
     producer, metadata not available within ``max.block.ms``, a record too large) are raised; once
     rows were appended, rows that could not be (memory not available within ``max.block.ms``, the
-    producer closed meanwhile) are counted as failed in the report with that error.
+    producer closed meanwhile, a ``partitioner.class`` that raised for a later topic of the topic column)
+    are counted as failed in the report with that error.
     """
     batch = _one_batch(batch)
     plan = plan_columns(batch.schema, topic=topic, value_column=value_column, key_column=key_column,
@@ -362,7 +363,9 @@ def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch
     else:
         assert per_row is not None and plan.topic_column is not None
         column = _without_views(_plain(batch.column(plan.topic_column)))
-        used = [name for name in (plan.value, plan.key, plan.headers, plan.partition) if name is not None]
+        # one name once (the key and the value may be the same column)
+        used = list(dict.fromkeys(name for name in (plan.value, plan.key, plan.headers, plan.partition)
+                                  if name is not None))
         rows = pa.RecordBatch.from_arrays([_without_views(batch.column(name)) for name in used], names=used)
         # Size limits are checked for every row before the first topic's rows are sent.
         check_record_sizes(
@@ -379,9 +382,11 @@ def send_planned(producer: ProducerLike, plan: ColumnPlan, batch: pa.RecordBatch
                 keys=rows.column(plan.key) if plan.key is not None else None,
                 headers=rows.column(plan.headers) if plan.headers is not None else None,
                 partitions=rows.column(plan.partition) if plan.partition is not None else None)
-        except KafkaError as exc:
+        except Exception as exc:  # a KafkaError, or anything a partitioner.class raises
             if index == 0:
                 raise  # nothing was submitted: the caller gets the error itself
+            # an earlier topic's rows were appended and will be delivered: raising would lose the handle
+            # on them (and a caller retrying the whole batch would send them twice)
             for _, rest in groups[index:]:
                 result._add(rest.num_rows, None, exc)
             break

@@ -150,10 +150,21 @@ def _encode_tails_c_headers(keys: pa.Array | None, values: pa.Array, headers: pa
     return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def decode_dictionary(arr: pa.Array) -> pa.Array:
+    """A dictionary-encoded array as a plain one (others as they are). Arrow has no ``take`` kernel for
+    string/binary views, so a dictionary of views is decoded with its values cast to large types."""
+    if not pa.types.is_dictionary(arr.type):
+        return arr
+    values = arr.dictionary
+    if pa.types.is_string_view(values.type) or pa.types.is_binary_view(values.type):
+        large = pa.large_string() if pa.types.is_string_view(values.type) else pa.large_binary()
+        arr = pa.DictionaryArray.from_arrays(arr.indices, values.cast(large))
+    return arr.dictionary_decode()
+
+
 def as_large_binary(arr: pa.Array) -> pa.Array:
     """The same bytes as a ``large_binary`` array (dictionary-decoded; strings are UTF-8 already)."""
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
+    arr = decode_dictionary(arr)
     if not pa.types.is_large_binary(arr.type):
         arr = arr.cast(pa.large_binary())
     return arr
