@@ -255,3 +255,26 @@ def test_a_partition_without_a_leader_is_refreshed_every_retry_backoff(fake_brok
         assert refreshes >= 6, refreshes  # ~12 at 100 ms; 1 or 2 at one a second
     finally:
         producer.close(0)
+
+
+def test_an_older_epoch_after_an_answer_without_the_partition_is_still_refused() -> None:
+    """Epoch 5 (leader 1); then an answer with a topic error (a broker whose cache lags) leaves the partition
+    out; then one from another lagging broker gives epoch 4 (leader 2): Java keeps the newest epoch seen per
+    partition (``lastSeenLeaderEpochs``) while the topic is kept, so the stale leader is not taken and the
+    partition has no leader until an answer at least as new. Only the previous snapshot was compared, so the
+    stale leader was taken (Produce to a broker that is no longer the leader)."""
+    clock = ManualClock()
+    md = Metadata("h1:9092", clock=clock)
+    md.add_topic("t", clock.monotonic_ms())
+    tid = b"\x05" * 16
+    md.update(_metadata_response("t", tid, [_partition(0, 1, epoch=5)]), clock.monotonic_ms())
+    answer = _metadata_response("t", tid, [])
+    answer["topics"][0]["error_code"] = 5  # LEADER_NOT_AVAILABLE
+    assert md.update(answer, clock.monotonic_ms()).leader_for(("t", 0)) is None
+    c = md.update(_metadata_response("t", tid, [_partition(0, 2, epoch=4)]), clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) is None
+    c = md.update(_metadata_response("t", tid, [_partition(0, 2, epoch=5)]), clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) == 2 and c.leader_epoch(("t", 0)) == 5
+    # a re-created topic (another id) starts its epochs again
+    c = md.update(_metadata_response("t", b"\x06" * 16, [_partition(0, 1, epoch=0)]), clock.monotonic_ms())
+    assert c.leader_for(("t", 0)) == 1 and c.leader_epoch(("t", 0)) == 0

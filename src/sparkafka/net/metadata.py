@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock, wait_seconds
 from .._topic import validate_topic_name
+from .._types import TopicPartition
 from ..protocol.messages import ApiKey
 from .addresses import parse_bootstrap_servers
 from .backoff import ExponentialBackoff
@@ -111,6 +112,10 @@ class Metadata:
         self._topics: dict[str, float] = {}  # topic -> expiry (monotonic ms)
         self._new_topics: set[str] = set()
         self._used: set[str] = set()
+        self._last_seen_epoch: dict[TopicPartition, tuple[int, Any]] = {}
+        """Per partition, the newest leader epoch any answer gave and its topic's id then (Java's
+        ``lastSeenLeaderEpochs``): kept while the topic is, so an older epoch is refused also after an
+        answer that left the partition out (a topic error from a broker whose cache lagged)."""
         self._need_update = True
         self._version = 1
         self._last_refresh_ms = -math.inf
@@ -237,23 +242,29 @@ class Metadata:
             returned = {t["name"] for t in response_body.get("topics") or () if t.get("name") is not None}
             self._new_topics -= returned
             old = self._cluster
+            seen = self._last_seen_epoch
+            for tp in [tp for tp in seen if tp[0] not in self._topics]:
+                del seen[tp]
             partitions: list[PartitionInfo] = []
             for p in fresh.all_partitions():
                 if p.topic not in self._topics:
                     continue
-                previous = old.partition((p.topic, p.partition))
-                if (previous is not None and p.leader_epoch >= 0 and previous.leader_epoch > p.leader_epoch
-                        and not _topic_id_changed(old.topic_id(p.topic), fresh.topic_id(p.topic))):
-                    log.debug(
-                        "keeping %s-%s: response epoch %s is older than %s",
-                        p.topic,
-                        p.partition,
-                        p.leader_epoch,
-                        previous.leader_epoch,
-                    )
-                    partitions.append(previous)
-                else:
-                    partitions.append(p)
+                tp = (p.topic, p.partition)
+                topic_id = fresh.topic_id(p.topic)
+                last = seen.get(tp)
+                if (last is not None and p.leader_epoch >= 0 and last[0] > p.leader_epoch
+                        and not _topic_id_changed(last[1], topic_id)):
+                    # Java's Metadata.updateLatestMetadata: the cached partition stays (none if an answer
+                    # since left it out: then no leader until an answer at least as new)
+                    log.debug("keeping %s-%s: response epoch %s is older than %s", p.topic, p.partition,
+                              p.leader_epoch, last[0])
+                    previous = old.partition(tp)
+                    if previous is not None:
+                        partitions.append(previous)
+                    continue
+                if p.leader_epoch >= 0:
+                    seen[tp] = (p.leader_epoch, topic_id)
+                partitions.append(p)
             topic_errors = {t: c for t, c in fresh.topic_errors.items() if t in self._topics}
             self._topic_failures = {
                 t: _topic_error(t, c)
