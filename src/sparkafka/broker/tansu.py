@@ -124,7 +124,10 @@ def probe_api_versions(host: str, port: int, timeout_s: float = 1.0) -> dict[int
 
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # an unknown name, an address of no interface here
+            raise BrokerStartError(f"cannot listen on host {host!r}: {exc}") from exc
         port: int = sock.getsockname()[1]
         return port
 
@@ -393,7 +396,10 @@ class EmbeddedBroker:
 
     def _open_log(self) -> Path:
         if self._log_path is not None:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._log_path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BrokerStartError(f"cannot write the broker's log to {str(self._log_path)!r}: {exc}") from exc
             return self._log_path
         if self._child.temp_log is None:
             fd, name = tempfile.mkstemp(prefix="sparkafka-tansu-", suffix=".log")
@@ -407,7 +413,11 @@ class EmbeddedBroker:
         log_path = self._open_log()
         env = dict(os.environ)
         env.setdefault("NO_COLOR", "1")
-        with open(log_path, "ab") as log:
+        try:
+            log = open(log_path, "ab")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise BrokerStartError(f"cannot write the broker's log to {str(log_path)!r}: {exc}") from exc
+        with log:
             self._log_offset = log.tell()
             log.write(f"--- sparkafka: starting {' '.join(self._command(binary, port))}\n".encode())
             log.flush()

@@ -3,7 +3,8 @@
 How it works: starts an ``EmbeddedBroker`` (in-memory storage), prints its bootstrap
 address on stdout (``bootstrap.servers=HOST:PORT``), then waits until SIGINT (Ctrl-C) or
 SIGTERM arrives, or the broker exits on its own, and stops it cleanly. Exit code 0 after a
-signal, 1 if the broker could not start or died.
+signal, 1 if the broker could not start (a host it cannot listen on, a log it cannot write) or died,
+2 for a bad option value (a port outside 1..65535).
 """
 
 from __future__ import annotations
