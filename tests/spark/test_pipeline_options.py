@@ -69,3 +69,26 @@ def test_worker_python_reaches_the_variable_pyspark_reads() -> None:
     assert set_worker_python("local[2]", {}, env) == sys.executable
     env = {"PYSPARK_PYTHON": "/usr/bin/python3"}
     assert set_worker_python("local[2]", None, env) == "/usr/bin/python3"  # a variable the user set stays
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--partitions", "0"], "--partitions must be >= 1, got 0"),
+    (["--input-partitions", "0"], "--input-partitions must be >= 1, got 0"),
+    (["-X", "lingr.ms=5"], "-X: option 'kafka.lingr.ms': unknown config 'lingr.ms'; did you mean 'linger.ms'?"),
+    (["--summary-json", "/no-such-dir/summary.json"], "--summary-json '/no-such-dir/summary.json' cannot be written"),
+])
+def test_option_errors_come_before_the_broker_and_spark_start(
+        options: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """These were checked in ``run_pipeline``, after the embedded broker and the Spark JVM had started (the
+    summary file only after the whole job had run: a traceback then); ``-X`` was named as ``kafka.``."""
+    import sparkafka.broker
+    from sparkafka import cli
+    from sparkafka.cli import pipeline
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("started before the options were checked")
+
+    monkeypatch.setattr(sparkafka.broker, "EmbeddedBroker", started)
+    monkeypatch.setattr(pipeline, "_spark_session", started)
+    assert cli.main(["pipeline", "--no-progress", *options]) == 2
+    assert says in capsys.readouterr().err

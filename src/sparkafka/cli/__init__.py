@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any, Protocol, cast
 
 from sparkafka._version import __version__
@@ -57,15 +60,32 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, CommandModule]]:
     return parser, modules
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C's KeyboardInterrupt is, so that a command stops the same
+    clean way (the producer closed, the embedded broker and Spark stopped) instead of being killed."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code."""
+    """Run the command line; returns the process exit code (130 after Ctrl-C, 143 after SIGTERM)."""
     parser, modules = build_parser()
     args = parser.parse_args(argv)
     command: str | None = args.command
     if command is None:
         parser.print_help(sys.stderr)
         return 2
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return modules[command].run(args)
+    except Terminated:
+        return 143
     except KeyboardInterrupt:
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sparkafka.errors import ConfigError, KafkaError
+from sparkafka._topic import validate_topic_name
+from sparkafka.errors import ConfigError, InvalidTopicNameError, KafkaError
 
 if TYPE_CHECKING:
     from sparkafka.config import ProducerConfig
@@ -122,6 +123,10 @@ class PerfOptions:
     producer_config: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
+        try:
+            validate_topic_name(self.topic, "--topic")
+        except InvalidTopicNameError as exc:
+            raise ConfigError(str(exc), "topic") from None
         if self.num_records < 1:
             raise ConfigError(f"--num-records must be >= 1, got {self.num_records}", "num-records")
         if not self.payloads:
@@ -135,8 +140,8 @@ class PerfOptions:
         if self.sample_every is not None and self.sample_every < 1:
             raise ConfigError(f"--latency-sample-every must be >= 1, got {self.sample_every}",
                               "latency-sample-every")
-        if self.reporting_interval < 0:
-            raise ConfigError(f"--reporting-interval must be >= 0, got {self.reporting_interval}",
+        if not 0 <= self.reporting_interval < math.inf:  # nan and inf too (inf crashed the progress thread)
+            raise ConfigError(f"--reporting-interval must be a number of seconds >= 0, got {self.reporting_interval}",
                               "reporting-interval")
 
 

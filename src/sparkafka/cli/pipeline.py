@@ -449,6 +449,14 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(_EMBEDDED_EXACTLY_ONCE, "exactly-once")
         if args.sink_id is not None and not args.exactly_once:
             raise ConfigError("--sink-id needs --exactly-once", "sink-id")
+        # what run_pipeline checks again, checked before the broker and the Spark JVM start
+        if args.partitions < 1:
+            raise ConfigError(f"--partitions must be >= 1, got {args.partitions}", "partitions")
+        if args.input_partitions is not None and args.input_partitions < 1:
+            raise ConfigError(f"--input-partitions must be >= 1, got {args.input_partitions}", "input-partitions")
+        _check_producer_config(producer_config, args.bootstrap_servers)
+        if args.summary_json:
+            _check_writable(args.summary_json)
         with contextlib.ExitStack() as stack:
             bootstrap = args.bootstrap_servers
             if not bootstrap:
@@ -476,9 +484,33 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(format_summary(result), flush=True)
     if args.summary_json:
-        with open(args.summary_json, "w", encoding="utf-8") as f:
-            json.dump(result.to_dict(), f, indent=2)
+        try:
+            with open(args.summary_json, "w", encoding="utf-8") as f:
+                json.dump(result.to_dict(), f, indent=2)
+        except OSError as exc:
+            print(f"sparkafka pipeline: cannot write --summary-json {args.summary_json!r}: {exc}", file=sys.stderr)
+            return 1
     return 0
+
+
+def _check_producer_config(producer_config: Mapping[str, str], bootstrap: str | None) -> None:
+    """The -X settings as the sink will take them, naming -X in the error (a placeholder address when the
+    embedded broker, not started yet, will give the real one)."""
+    from sparkafka.spark.options import validate_producer_config
+
+    try:
+        validate_producer_config({**producer_config, "bootstrap.servers": bootstrap or "127.0.0.1:9092"})
+    except ConfigError as exc:
+        raise ConfigError(f"-X: {exc}", "producer-config") from exc
+
+
+def _check_writable(path: str) -> None:
+    """A --summary-json the job could not write, refused before it runs (not after a whole Spark job)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(directory) or not os.access(directory, os.W_OK) or (
+            os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ConfigError(f"--summary-json {path!r} cannot be written (its directory must exist and be writable)",
+                          "summary-json")
 
 
 def _short(exc: BaseException, max_lines: int = 25) -> str:
