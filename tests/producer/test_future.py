@@ -85,6 +85,39 @@ def test_values_visible_before_finish_and_wait_waits_for_finish() -> None:
     assert result.wait(0)
 
 
+def test_other_threads_see_a_future_done_only_after_the_batch_callbacks_ran() -> None:
+    """While the thread completing a batch runs its callbacks (between ``set`` and ``finish``), that thread
+    may read the batch's futures (a callback calling ``result()`` on its own), but any other thread's
+    ``get()`` waits and its ``done()`` is False: Java's ``get()``/``isDone()`` wait for the batch latch,
+    counted down after every callback. Another thread's ``get()`` used to return while an earlier
+    record's callback was still running."""
+    result = ProduceRequestResult("t", 0)
+    a, b = _future(result, 0), _future(result, 1)
+    in_callback, release = threading.Event(), threading.Event()
+    seen_in_callback: list[object] = []
+
+    def complete() -> None:  # the Sender's part: set, callbacks, finish
+        result.set(7, -1)
+        seen_in_callback.append((a.done(), a.result(0).offset))
+        in_callback.set()
+        release.wait(10)
+        result.finish()
+
+    sender = threading.Thread(target=complete)
+    sender.start()
+    try:
+        assert in_callback.wait(10)
+        assert seen_in_callback == [(True, 7)]
+        assert not b.done() and not a.done()
+        with pytest.raises(KafkaTimeoutError):
+            b.result(timeout=0.05)
+        release.set()
+        assert b.result(timeout=10).offset == 8 and b.done()
+    finally:
+        release.set()
+        sender.join(10)
+
+
 def test_done_callbacks_run_once_before_and_after_completion() -> None:
     result = ProduceRequestResult("t", 0)
     future = _future(result, 0)

@@ -5,10 +5,11 @@ offset, log-append time, a batch-level error and optional per-record errors). Ea
 a ``FutureRecordMetadata`` holding only a reference to that result, the record's index in the batch
 and what ``RecordMetadata`` needs (create timestamp, key/value sizes), so a record costs one small
 slotted object and no lock. Completion has two phases: ``set`` publishes the values (``done()`` is
-true from then on, so a callback may call ``result()`` on its own future), then — after the batch
-has run the record callbacks in append order — ``finish`` wakes waiters and runs listeners
-(``add_done_callback``, asyncio); ``succeed`` does both for a successful batch with no callbacks. The
-``threading.Event`` that blocking waiters sleep on is created
+true from then on in the thread that runs the callbacks, so a callback may call ``result()`` on its own
+future), then — after the batch has run the record callbacks in append order — ``finish`` wakes waiters
+(other threads' ``get()`` returns only then, as Java's, whose batch latch counts down after the
+callbacks) and runs listeners (``add_done_callback``, asyncio); ``succeed`` does both for a successful
+batch with no callbacks. The ``threading.Event`` that blocking waiters sleep on is created
 only if somebody actually blocks.
 
 When the broker rejects a batch as too large it is split (``ProducerBatch.split``): the old result gets
@@ -70,6 +71,7 @@ class ProduceRequestResult:
     __slots__ = (
         "_event",
         "_listeners",
+        "_publisher",
         "base_offset",
         "completed",
         "error",
@@ -96,6 +98,8 @@ class ProduceRequestResult:
         """After a split: (first record index of each new batch, its result)."""
         self._event: threading.Event | None = None
         self._listeners: list[Callable[[], None]] | None = None
+        self._publisher = 0
+        """The thread that called ``set`` and runs the callbacks until ``finish`` (``done_for_caller``)."""
 
     # -- completion ----------------------------------------------------------------------------
     def set(
@@ -111,7 +115,15 @@ class ProduceRequestResult:
         self.log_append_time = log_append_time
         self.error = error
         self.record_errors = record_errors or None
+        self._publisher = threading.get_ident()
         self.completed = True
+
+    def done_for_caller(self) -> bool:
+        """Whether a future of this batch counts as done for the calling thread: once the callbacks have run
+        (``finished``: Java's ``get()`` and ``isDone()`` wait for the batch's latch, counted down after its
+        callbacks), or at once (``completed``) in the thread running them, so that a callback may call
+        ``result()`` on its own future (which would deadlock in Java)."""
+        return self.finished or (self.completed and self._publisher == threading.get_ident())
 
     def finish(self) -> None:
         """Release waiters and run listeners (after ``set`` and the record callbacks)."""
@@ -298,13 +310,13 @@ class FutureRecordMetadata(_FutureState):
 
     def _wait(self, timeout: float | None) -> tuple[ProduceRequestResult, int]:
         result, index = self._resolve()
-        if result.completed:
+        if result.finished or result.done_for_caller():
             return result, index
         if timeout is None:
             while True:
                 result.wait(None)
                 result, index = self._resolve()
-                if result.completed:
+                if result.done_for_caller():
                     return result, index
         deadline = time.monotonic() + timeout
         while True:
@@ -313,12 +325,12 @@ class FutureRecordMetadata(_FutureState):
                 raise KafkaTimeoutError(
                     f"Timeout after waiting for {timeout * 1000:g} ms for the record metadata")
             result, index = self._resolve()
-            if result.completed:
+            if result.done_for_caller():
                 return result, index
 
     # -- concurrent.futures.Future-like API ------------------------------------------------------
     def done(self) -> bool:
-        return self._resolve()[0].completed
+        return self._resolve()[0].done_for_caller()
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata; raises the record's error, or ``KafkaTimeoutError`` if not done
