@@ -761,3 +761,53 @@ def test_c_tails_rejects_inconsistent_buffers() -> None:
         c(None, None, None, 0, True, _struct.pack("<2q", 0, 2), b"ab", None, 0, True, 2)
     with pytest.raises(ValueError, match="validity bitmap"):
         c(None, None, None, 0, True, _struct.pack("<10i", *range(10)), b"x" * 9, b"\xff", 0, False, 9)
+
+
+_CHANGING_INPUT = """
+import sys, threading
+import pyarrow as pa
+from sparkafka.accel import ACCEL
+from sparkafka.producer.arrow.tails import encode_tails
+
+assert ACCEL is not None
+n, size = 200_000, 8 << 20
+offsets, data = bytearray(8 * (n + 1)), bytearray(b"x" * size)  # every row empty
+last = memoryview(offsets).cast("q")
+ro = lambda b: pa.py_buffer(memoryview(b).toreadonly())
+values = pa.Array.from_buffers(pa.large_binary(), n, [None, ro(offsets), ro(data)])
+headers = pa.array([[("h", b"v")]] * n, pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+stop = False
+
+def flip():
+    while not stop:
+        last[n] = size  # the last row spans the whole data ...
+        last[n] = 0  # ... or is empty: both pass the checks made before the GIL is released
+
+threading.Thread(target=flip, daemon=True).start()
+refused = 0
+for i in range(150):
+    try:
+        tails = encode_tails(None, values, headers if i % 2 else None)
+    except Exception as exc:
+        assert "the input buffers changed while they were read" in str(exc), exc
+        refused += 1
+        continue
+stop = True
+print("refused", refused)
+"""
+
+
+def test_c_tails_of_input_changed_by_another_thread_are_refused_not_a_heap_overflow() -> None:
+    """The C encoders read read-only input buffers without the GIL and used to trust their first pass's
+    sizes in the second: a read-only view of a bytearray another thread writes (a race in the caller) made
+    them copy 8 MiB into an output sized for empty rows (a heap overflow: "double free or corruption",
+    a segfault). Every copy is now checked against the data and the output; a change is a ValueError. In a
+    subprocess, so that a crash fails this test instead of ending the run."""
+    import subprocess
+    import sys
+
+    if tails_module._c_tails is None:
+        pytest.skip("the C accelerator is not built (or SPARKAFKA_NO_ACCEL=1)")
+    proc = subprocess.run([sys.executable, "-c", _CHANGING_INPUT], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("refused")

@@ -433,6 +433,9 @@ done:
     return result;
 }
 
+/* The error of an encoder that found its input changed while it read it without the GIL (see span_at). */
+static const char CHANGED[] = "%s: the input buffers changed while they were read (another thread writing them?)";
+
 /* partitions_for_offsets(offsets, data, start, count, num_partitions[, wide]) -> bytearray of count
  * native int32 */
 static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -476,13 +479,22 @@ static PyObject *accel_partitions_for_offsets(PyObject *self, PyObject *const *a
     uint32_t divisor = partition_divisor(np);
     /* without the GIL only when no Python thread can change the offsets checked above meanwhile */
     PyThreadState *released = ov.readonly && dv.readonly ? PyEval_SaveThread() : NULL;
+    int changed = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        int64_t lo = off_at(&o, start + i);
-        uint32_t h = murmur2_u32(data + lo, (Py_ssize_t)(off_at(&o, start + i + 1) - lo));
+        int64_t lo = off_at(&o, start + i), hi = off_at(&o, start + i + 1);
+        if (lo < 0 || hi < lo || hi > (int64_t)dv.len) { /* changed since checked: see span_at */
+            changed = 1;
+            break;
+        }
+        uint32_t h = murmur2_u32(data + lo, (Py_ssize_t)(hi - lo));
         parts[i] = (int32_t)((h & 0x7fffffffu) % divisor);
     }
     if (released != NULL)
         PyEval_RestoreThread(released);
+    if (changed) {
+        PyErr_Format(PyExc_ValueError, CHANGED, "partitions_for_offsets");
+        Py_CLEAR(out);
+    }
 done:
     PyBuffer_Release(&ov);
     PyBuffer_Release(&dv);
@@ -549,6 +561,19 @@ static inline int64_t column_len(const column_t *c, Py_ssize_t i) {
     return off_at(&c->o, j + 1) - off_at(&c->o, j);
 }
 
+/* Where row i's ``len`` (> 0) bytes start in the column's data, or NULL when they no longer lie inside
+ * it. The encoders read read-only buffers without the GIL, and read-only is not unchanging (a read-only
+ * view of a bytearray another thread writes): check_column's checks can be stale by then, so every copy
+ * is checked again, and a change is an error instead of a write past the output (reviewed: a heap
+ * overflow, "double free or corruption"). */
+static inline const char *span_at(const column_t *c, Py_ssize_t i, int64_t len) {
+    int64_t start = off_at(&c->o, c->first + i);
+    if (len > INT32_MAX || start < 0 || start > (int64_t)c->dv.len - len)
+        return NULL;
+    return (const char *)c->dv.buf + start;
+}
+
+
 static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "encode_tails_kv takes 11 arguments");
@@ -604,18 +629,28 @@ static PyObject *accel_encode_tails_kv(PyObject *self, PyObject *const *args, Py
     char *base = PyByteArray_AS_STRING(data);
     released = nogil ? PyEval_SaveThread() : NULL;
     char *p = base;
-    const char *kd = has_key ? (const char *)k.dv.buf : NULL;
-    const char *vd = (const char *)v.dv.buf;
+    char *const end = base + (total > 0 ? total : 0);
+    int changed = 0;
     out_off[0] = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t kl = has_key ? column_len(&k, i) : -1;
         int64_t vl = column_len(&v, i);
-        p = put_tail(p, kl > 0 ? kd + off_at(&k.o, k.first + i) : NULL, (Py_ssize_t)kl,
-                     vl > 0 ? vd + off_at(&v.o, v.first + i) : NULL, (Py_ssize_t)vl);
+        const char *kp = kl > 0 ? span_at(&k, i, kl) : NULL;
+        const char *vp = vl > 0 ? span_at(&v, i, vl) : NULL;
+        if ((kl > 0 && kp == NULL) || (vl > 0 && vp == NULL) || kl < -1 || vl < -1
+            || varint_len(kl) + (kl > 0 ? kl : 0) + varint_len(vl) + (vl > 0 ? vl : 0) + 1 > end - p) {
+            changed = 1;
+            break;
+        }
+        p = put_tail(p, kp, (Py_ssize_t)kl, vp, (Py_ssize_t)vl);
         out_off[i + 1] = (int64_t)(p - base);
     }
     if (released != NULL)
         PyEval_RestoreThread(released);
+    if (changed || p != end) {
+        PyErr_Format(PyExc_ValueError, CHANGED, "encode_tails_kv");
+        goto done;
+    }
     result = PyTuple_Pack(2, offsets, data);
 done:
     Py_XDECREF(offsets);
@@ -676,13 +711,20 @@ static inline int ro_column(const column_t *c) {
     return c->ov.readonly && c->dv.readonly && (!c->has_v || c->vv.readonly);
 }
 
-static inline char *put_bytes(char *p, const column_t *c, Py_ssize_t j, int64_t len) {
-    p = put_varint(p, len);
+/* Row j's length and bytes at *pp, if they fit before ``end`` and lie inside the column's data (see
+ * span_at); 0, with nothing written, otherwise. */
+static inline int put_bytes(char **pp, const char *end, const column_t *c, Py_ssize_t j) {
+    int64_t len = column_len(c, j);
+    const char *src = len > 0 ? span_at(c, j, len) : NULL;
+    if ((len > 0 && src == NULL) || len < -1 || varint_len(len) + (len > 0 ? len : 0) > end - *pp)
+        return 0;
+    char *p = put_varint(*pp, len);
     if (len > 0) {
-        memcpy(p, (const char *)c->dv.buf + off_at(&c->o, c->first + j), (size_t)len);
+        memcpy(p, src, (size_t)len);
         p += len;
     }
-    return p;
+    *pp = p;
+    return 1;
 }
 
 /* encode_tails_kvh(k x5, v x5, loffsets, lvalid, lfirst, lwide, hk x5, hv x5, items, n) -> (offsets, data)
@@ -730,7 +772,7 @@ static PyObject *accel_encode_tails_kvh(PyObject *self, PyObject *const *args, P
                 && l.ov.readonly && (!l.has_v || l.vv.readonly);
     PyThreadState *released;
     int64_t total = 0;
-    int too_long = 0;
+    int too_long = 0, changed = 0;
     released = nogil ? PyEval_SaveThread() : NULL;
     for (Py_ssize_t i = 0; i < n && !too_long; i++) {
         int64_t kl = has_key ? column_len(&k, i) : -1;
@@ -744,6 +786,10 @@ static PyObject *accel_encode_tails_kvh(PyObject *self, PyObject *const *args, P
         if (list_valid(&l, i)) {
             lo = off_at(&l.o, l.first + i);
             hi = off_at(&l.o, l.first + i + 1);
+            if (lo < item_lo || hi < lo || hi > item_hi) { /* changed since get_list checked them */
+                changed = 1;
+                break;
+            }
         }
         total += varint_len(hi - lo);
         for (int64_t j = lo; j < hi; j++) {
@@ -758,6 +804,10 @@ static PyObject *accel_encode_tails_kvh(PyObject *self, PyObject *const *args, P
     }
     if (released != NULL)
         PyEval_RestoreThread(released);
+    if (changed) {
+        PyErr_Format(PyExc_ValueError, CHANGED, "encode_tails_kvh");
+        goto done;
+    }
     if (too_long) {
         PyErr_SetString(PyExc_ValueError, "a key, value or header is longer than 2^31-1 bytes");
         goto done;
@@ -770,28 +820,38 @@ static PyObject *accel_encode_tails_kvh(PyObject *self, PyObject *const *args, P
     char *base = PyByteArray_AS_STRING(data);
     released = nogil ? PyEval_SaveThread() : NULL;
     char *p = base;
+    char *const end = base + (total > 0 ? total : 0);
     out_off[0] = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (has_key)
-            p = put_bytes(p, &k, i, column_len(&k, i));
-        else
+    for (Py_ssize_t i = 0; i < n && !changed; i++) {
+        if (has_key) {
+            changed = !put_bytes(&p, end, &k, i);
+        } else if (p < end) {
             p = put_varint(p, -1);
-        p = put_bytes(p, &v, i, column_len(&v, i));
+        } else {
+            changed = 1;
+        }
+        changed = changed || !put_bytes(&p, end, &v, i);
         int64_t lo = 0, hi = 0;
-        if (list_valid(&l, i)) {
+        if (!changed && list_valid(&l, i)) {
             lo = off_at(&l.o, l.first + i);
             hi = off_at(&l.o, l.first + i + 1);
+            changed = lo < item_lo || hi < lo || hi > item_hi;
         }
-        p = put_varint(p, hi - lo);
-        for (int64_t j = lo; j < hi; j++) {
+        changed = changed || varint_len(hi - lo) > end - p;
+        if (!changed)
+            p = put_varint(p, hi - lo);
+        for (int64_t j = lo; j < hi && !changed; j++) {
             Py_ssize_t r = (Py_ssize_t)(j - item_lo);
-            p = put_bytes(p, &hk, r, column_len(&hk, r));
-            p = put_bytes(p, &hv, r, column_len(&hv, r));
+            changed = !put_bytes(&p, end, &hk, r) || !put_bytes(&p, end, &hv, r);
         }
         out_off[i + 1] = (int64_t)(p - base);
     }
     if (released != NULL)
         PyEval_RestoreThread(released);
+    if (changed || p != end) {
+        PyErr_Format(PyExc_ValueError, CHANGED, "encode_tails_kvh");
+        goto done;
+    }
     result = PyTuple_Pack(2, offsets, data);
 done:
     Py_XDECREF(offsets);
@@ -902,7 +962,7 @@ static PyObject *accel_run_success_callbacks(PyObject *self, PyObject *const *ar
             Py_DECREF(r);
             continue;
         }
-        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) { /* only it propagates (future.CALLBACK_ERRORS) */
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) { /* only it propagates (future.py, above _call_done_callback) */
             result = NULL;
             break;
         }
