@@ -153,7 +153,9 @@ class ProduceRequestResult:
             for listener in listeners:
                 try:
                     listener()
-                except CALLBACK_ERRORS:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:
                     log.exception("Error in a done-callback of a record future for %s-%d",
                                   self.topic, self.partition)
 
@@ -238,16 +240,19 @@ class ProduceRequestResult:
         return f"ProduceRequestResult({self.topic}-{self.partition}, {state}, base_offset={self.base_offset})"
 
 
-CALLBACK_ERRORS = (Exception, SystemExit, GeneratorExit)
-"""What a user's callback may raise without stopping the producer: logged, and the next callback runs.
-Everything but KeyboardInterrupt: a callback calling ``sys.exit()`` on the I/O thread would otherwise end
-that thread silently (``threading`` drops SystemExit), leaving its batch and every later record pending."""
+# What a user's callback may raise without stopping the producer, logged before the next callback runs:
+# everything but KeyboardInterrupt (``except KeyboardInterrupt: raise`` then ``except BaseException``, here,
+# in ProducerBatch and in the C loop of _c/_accel.c). A callback calling ``sys.exit()``, or raising a
+# BaseException of its own (pytest's ``Failed``, gevent's ``Timeout``), on the I/O thread would otherwise end
+# that thread (``threading`` drops SystemExit silently), leaving its batch and every later record pending.
 
 
 def _call_done_callback(fn: Callable[[Any], object], future: object) -> None:
     try:
         fn(future)
-    except CALLBACK_ERRORS:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         log.exception("Error in a done-callback of a record future")
 
 

@@ -38,7 +38,6 @@ from sparkafka._types import Headers, TopicPartition
 from sparkafka.accel import ACCEL
 from sparkafka.errors import IllegalStateError, RecordTooLargeError
 from sparkafka.producer.future import (
-    CALLBACK_ERRORS,
     NO_OFFSET,
     NO_TIMESTAMP,
     FutureRecordMetadata,
@@ -493,7 +492,9 @@ class ProducerBatch(_BatchState):
                     callback(new(RecordMetadata, (topic, partition, base + index,  # type: ignore[operator]
                                                   base_timestamp + ts_delta,  # type: ignore[operator]
                                                   key_size, value_size)), None)
-                except CALLBACK_ERRORS:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:  # future.py: everything but KeyboardInterrupt
                     log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
                                   topic, partition)
             return
@@ -504,7 +505,9 @@ class ProducerBatch(_BatchState):
                     base_timestamp + ts_delta if log_append_time == -1 else log_append_time,  # type: ignore[operator]
                     key_size, value_size))
                 callback(metadata, None)  # type: ignore[operator]
-            except CALLBACK_ERRORS:
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # future.py: everything but KeyboardInterrupt
                 log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
                               topic, partition)
 
@@ -520,7 +523,9 @@ class ProducerBatch(_BatchState):
                     callback(future._metadata(result, index), None)  # type: ignore[operator]
                 else:  # as Java: the partition is known, every other field is -1
                     callback(RecordMetadata(self.tp[0], self.tp[1], -1, -1, -1, -1), error)  # type: ignore[operator]
-            except CALLBACK_ERRORS:
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # future.py: everything but KeyboardInterrupt
                 log.exception("Error executing user-provided callback on message for topic-partition %s-%d",
                               self.tp[0], self.tp[1])
 
