@@ -13,6 +13,7 @@ from typing import Any
 import confluent_kafka
 import pytest
 
+from sparkafka.compat.confluent import Producer
 from sparkafka.compat.confluent_config import PROPERTIES, translate, with_default_port
 from sparkafka.compat.librdkafka_errors import KafkaError, KafkaException, from_exception
 from sparkafka.config import INT32_MAX, KEYS_BY_NAME, ProducerConfig
@@ -165,3 +166,62 @@ def test_sparkafka_errors_map_to_librdkafka_codes() -> None:
     assert fenced.code() == KafkaError.PRODUCER_FENCED and fenced.fatal()
     other = from_exception(RuntimeError("bug"))
     assert other.code() == KafkaError._FAIL and "RuntimeError: bug" in other.str()
+
+
+# ---------------------------------------------------------------------------------------------- timeouts
+
+_NOWHERE = {"bootstrap.servers": "127.0.0.1:1"}
+
+
+@pytest.mark.parametrize(("conf", "delivery", "linger", "request_timeout"), [
+    ({"message.timeout.ms": 5000}, 5000, 5, 4995),
+    ({"message.timeout.ms": 30000}, 30000, 5, 29995),
+    ({"delivery.timeout.ms": 10000}, 10000, 5, 9995),
+    ({"message.timeout.ms": 10000, "linger.ms": 100}, 10000, 100, 9900),
+    ({"message.timeout.ms": 5000, "request.timeout.ms": 60000}, 5000, 5, 4995),
+    ({"message.timeout.ms": 45000, "request.timeout.ms": 20000}, 45000, 5, 20000),
+    ({"message.timeout.ms": "8000", "linger.ms": "1000"}, 8000, 1000, 7000),
+    ({"message.timeout.ms": 1}, 1, 0, 1),  # librdkafka lowers a default linger.ms below the timeout
+    ({"message.timeout.ms": 0}, INT32_MAX, 5, 30000),  # "0 = infinite"
+    ({"message.timeout.ms": 0, "linger.ms": 1000, "request.timeout.ms": 60000}, INT32_MAX, 1000, 60000),
+    ({"message.timeout.ms": 0, "transactional.id": "tx"}, INT32_MAX, 5, 30000),
+])
+def test_message_timeouts_librdkafka_accepts_are_accepted(conf: dict[str, Any], delivery: int, linger: int,
+                                                          request_timeout: int) -> None:
+    """Java's delivery.timeout.ms >= linger.ms + request.timeout.ms does not refuse them: the request
+    timeout passed on is lowered so the record still fails at message.timeout.ms."""
+    confluent_kafka.Producer({**_NOWHERE, **conf})  # the reference: accepted
+    cfg = java(conf)
+    assert (cfg.delivery_timeout_ms, cfg.linger_ms, cfg.request_timeout_ms) == (delivery, linger, request_timeout)
+    p = Producer({**_NOWHERE, **conf})  # and the whole producer is built
+    p.close(0)
+
+
+def test_message_timeout_not_above_a_set_linger_is_refused_as_librdkafka_does() -> None:
+    conf = {"message.timeout.ms": 10, "linger.ms": 10}
+    with pytest.raises(confluent_kafka.KafkaException, match=r"`message\.timeout\.ms` must be greater than "
+                                                             r"`linger\.ms`"):
+        confluent_kafka.Producer({**_NOWHERE, **conf})
+    with pytest.raises(ConfigError, match=r"'message\.timeout\.ms' must be greater than 'linger\.ms'") as info:
+        translate(conf)
+    assert info.value.key == "message.timeout.ms"
+
+
+# ---------------------------------------------------------------------------------------------- producer-only
+
+
+def test_allow_auto_create_topics_false_is_refused_not_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    """librdkafka's producer honours it (it is not a consumer-only property); sparkafka cannot."""
+    with pytest.raises(ConfigError, match=r"'allow\.auto\.create\.topics' false cannot be honoured: .*"
+                                          r"auto\.create\.topics\.enable=false") as info:
+        translate({"allow.auto.create.topics": False})
+    assert info.value.key == "allow.auto.create.topics"
+    with pytest.raises(ConfigError, match=r"allow\.auto\.create\.topics"):
+        translate({"allow.auto.create.topics": "false"})
+    with caplog.at_level(logging.WARNING, logger="sparkafka.compat"):
+        for value in (True, "true", "1"):
+            assert translate({"allow.auto.create.topics": value}).java == {}
+    assert caplog.text == ""
+    with pytest.raises(ConfigError, match="must be a boolean"):
+        translate({"allow.auto.create.topics": "maybe"})
+

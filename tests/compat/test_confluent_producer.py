@@ -5,7 +5,9 @@ purge(), produce() errors, transactions, list_topics().
 How it works: records go to the session's Tansu broker or a librdkafka mock cluster (for broker outages,
 slow answers and transactions, read back from the raw log with ``transactions.raw_log``) and are read
 back with confluent-kafka's consumer (``support.consume``); the delivery reports are compared with what
-was read.
+was read. Where confluent-kafka's own behaviour is the reference (report accessors, abort and commit
+errors, config errors), its ``Producer`` runs the same steps on the same mock cluster and the two
+outcomes are compared.
 """
 
 from __future__ import annotations
@@ -13,18 +15,22 @@ from __future__ import annotations
 import logging
 import pickle
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+import confluent_kafka
 import pytest
 
 from sparkafka.compat.confluent import (
     TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_NOT_AVAILABLE,
     KafkaError,
     KafkaException,
     Message,
     Producer,
 )
+from sparkafka.errors import ConfigError
 from support.consume import consume_all, create_topic
 from support.mock_cluster import ApiKey, MockCluster
 from transactions.raw_log import committed_view, read_log
@@ -124,6 +130,20 @@ def test_buffer_error_at_the_message_limit_until_reports_are_served(tansu: Any,
     assert len(consume_all(tansu.bootstrap_servers, topic, expected_count=4)) == 4
 
 
+def test_queue_buffering_max_messages_zero_is_no_limit(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    """librdkafka: "A value of 0 disables this limit" (confluent-kafka produces all 1000)."""
+    topic = unique_topic("nolimit")
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "queue.buffering.max.messages": 0})
+    try:
+        for _ in range(1000):
+            p.produce(topic, b"v")
+        assert len(p) == 1000
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    assert len(consume_all(tansu.bootstrap_servers, topic, expected_count=1000)) == 1000
+
+
 def test_buffer_error_at_the_byte_limit(tansu: Any, unique_topic: Callable[[str], str]) -> None:
     topic = unique_topic("kb")
     p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "queue.buffering.max.kbytes": 2})
@@ -190,7 +210,8 @@ def test_produce_errors_are_raised_as_librdkafka_raises_them(tansu: Any, unique_
         assert p.flush(30) == 0
         err, msg = reports[-1]
         assert err is not None and err.code() == KafkaError.TOPIC_EXCEPTION and msg.topic() == "not a topic!"
-        assert msg.error() is err and msg.offset() < 0 and msg.latency() is None
+        assert msg.error() is err and msg.offset() is None and isinstance(msg.latency(), float)
+        assert msg.timestamp() == (TIMESTAMP_NOT_AVAILABLE, -1)
     finally:
         p.close()
 
@@ -280,4 +301,172 @@ def test_a_topic_without_metadata_fails_in_the_delivery_report(mock_cluster: Moc
     finally:
         p.close()
     [(err, msg)] = reports
-    assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT and msg.partition() == -1
+    assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT and msg.partition() is None
+
+
+def test_a_message_timeout_below_the_request_timeout_fails_the_record_on_time(
+        mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    """librdkafka accepts message.timeout.ms 1500 (Java's rule would need >= linger + 30000): the record
+    fails with _MSG_TIMED_OUT after 1.5 s with every broker down, as confluent-kafka's does. No
+    rebootstrap: with every broker gone it replaces the metadata by the bootstrap addresses (Java's
+    KIP-899, librdkafka's too), and a produce() after that waits max.block.ms for the topic instead (1 run
+    in 25 when the Sender noticed before the produce)."""
+    topic = unique_topic("mto")
+    mock_cluster.create_topic(topic, 1, 1)
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "message.timeout.ms": 1500,
+                  "metadata.recovery.strategy": "none", "on_delivery": on_delivery})
+    try:
+        p.produce(topic, b"warm")
+        assert p.flush(30) == 0
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_down(broker)
+        start = time.monotonic()
+        p.produce(topic, b"v")
+        assert p.flush(30) == 0
+        elapsed = time.monotonic() - start
+    finally:
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_up(broker)
+        p.close(10)
+    err, msg = reports[-1]
+    assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT and msg.value() == b"v"
+    assert 1.0 <= elapsed < 5.0
+
+
+# ------------------------------------------------- side by side with confluent-kafka (the reference)
+
+BOTH: list[tuple[str, Any]] = [("confluent", confluent_kafka.Producer), ("compat", Producer)]
+
+
+def _accessors(err: Any, msg: Any) -> tuple[Any, ...]:
+    """What a report shows, comparable across the two libraries (the latency's type, not its value)."""
+    kind, stamp = msg.timestamp()
+    return (err.name() if err else None, msg.partition(), msg.offset(), kind, stamp if stamp < 0 else "ms",
+            type(msg.latency()).__name__)
+
+
+def test_report_accessors_without_an_offset_match_confluent_kafka(mock_cluster: MockCluster,
+                                                                  unique_topic: Callable[[str], str]) -> None:
+    """acks=0: no offset (None); a purged record: no offset, timestamp (TIMESTAMP_NOT_AVAILABLE, -1), a
+    latency all the same."""
+    bootstrap = mock_cluster.bootstrap_servers
+    seen: dict[str, list[tuple[Any, ...]]] = {}
+    for name, make in BOTH:
+        topic = unique_topic(f"acc-{name}")
+        mock_cluster.create_topic(topic, 2, 1)
+        out = seen.setdefault(name, [])
+        p = make({"bootstrap.servers": bootstrap, "acks": 0,
+                  "on_delivery": lambda e, m, out=out: out.append(_accessors(e, m))})
+        p.produce(topic, b"v", b"k")
+        assert p.flush(10) == 0
+        p = make({"bootstrap.servers": bootstrap, "linger.ms": 3000,
+                  "on_delivery": lambda e, m, out=out: out.append(_accessors(e, m))})
+        p.produce(topic, b"warm", b"k")
+        assert p.flush(10) == 0
+        p.produce(topic, b"v", b"k")
+        p.purge()
+        assert p.flush(10) == 0
+        if name == "compat":
+            p.close(5)
+    assert seen["compat"] == seen["confluent"]
+    assert seen["compat"][0][:3] == (None, seen["compat"][1][1], None)
+    assert seen["compat"][2][:4] == ("_PURGE_QUEUE", seen["compat"][1][1], None, TIMESTAMP_NOT_AVAILABLE)
+
+
+def test_an_explicit_partition_a_new_topic_lacks_is_reported_at_once(mock_cluster: MockCluster,
+                                                                     unique_topic: Callable[[str], str]) -> None:
+    """The first produce() to a 2-partition topic with partition=5: confluent-kafka accepts it and reports
+    _UNKNOWN_PARTITION with partition 5 at once (not after max.block.ms / message.timeout.ms)."""
+    seen: dict[str, list[tuple[Any, ...]]] = {}
+    for name, make in BOTH:
+        topic = unique_topic(f"np-{name}")
+        mock_cluster.create_topic(topic, 2, 1)
+        out = seen.setdefault(name, [])
+        conf = {"bootstrap.servers": mock_cluster.bootstrap_servers, "message.timeout.ms": 20000,
+                "on_delivery": lambda e, m, out=out: out.append(_accessors(e, m))}
+        if name == "compat":
+            conf["max.block.ms"] = 20000
+        p = make(conf)
+        start = time.monotonic()
+        p.produce(topic, b"v", partition=5)
+        assert p.flush(30) == 0
+        assert time.monotonic() - start < 5.0, name
+        p.produce(topic, b"w", partition=1)  # the topic itself is fine
+        assert p.flush(30) == 0
+        if name == "compat":
+            with pytest.raises(KafkaException) as info:  # now the count is known: raised, as librdkafka
+                p.produce(topic, b"v", partition=5)
+            assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+            p.close(5)
+    assert seen["compat"] == seen["confluent"]
+    assert seen["compat"][0] == ("_UNKNOWN_PARTITION", 5, None, TIMESTAMP_NOT_AVAILABLE, -1, "float")
+    assert seen["compat"][1][:3] == (None, 1, 0)
+
+
+def test_records_failed_by_abort_transaction_report_purge_queue(mock_cluster: MockCluster,
+                                                                unique_topic: Callable[[str], str]) -> None:
+    topic = unique_topic("abort")
+    mock_cluster.create_topic(topic, 3, 3)
+    seen: dict[str, list[Any]] = {}
+    for name, make in BOTH:
+        out = seen.setdefault(name, [])
+        p = make({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-{name}",
+                  "linger.ms": 2000, "on_delivery": lambda e, m, out=out: out.append(e.name() if e else None)})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, b"warm")
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, b"a")
+        p.produce(topic, b"b")
+        p.abort_transaction(30)
+        p.poll(0)
+        p.begin_transaction()  # the next transaction's records are not "purged"
+        p.produce(topic, b"c")
+        p.commit_transaction(30)
+        if name == "compat":
+            p.close(5)
+    assert seen["compat"] == seen["confluent"] == [None, "_PURGE_QUEUE", "_PURGE_QUEUE", None]
+
+
+def test_commit_after_a_failed_record_raises_that_records_error(mock_cluster: MockCluster,
+                                                                unique_topic: Callable[[str], str]) -> None:
+    """librdkafka's commit_transaction() raises the error the transaction hit (TOPIC_AUTHORIZATION_FAILED
+    here), txn_requires_abort() True, not _STATE."""
+    topic = unique_topic("abortable")
+    mock_cluster.create_topic(topic, 1, 1)
+    seen: dict[str, tuple[Any, ...]] = {}
+    for name, make in BOTH:
+        reports: list[Any] = []
+        p = make({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-{name}",
+                  "on_delivery": lambda e, m, reports=reports: reports.append(e.name() if e else None)})
+        p.init_transactions(30)
+        p.begin_transaction()
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, [29])
+        p.produce(topic, b"a")
+        p.flush(30)
+        with pytest.raises((KafkaException, confluent_kafka.KafkaException)) as info:
+            p.commit_transaction(30)
+        err = info.value.args[0]
+        seen[name] = (err.name(), err.retriable(), err.txn_requires_abort(), err.fatal(), tuple(reports))
+        p.abort_transaction(30)
+        mock_cluster.clear_request_errors(ApiKey.PRODUCE)
+        if name == "compat":
+            p.close(5)
+    assert seen["compat"] == seen["confluent"] == ("TOPIC_AUTHORIZATION_FAILED", False, True, False,
+                                                   ("TOPIC_AUTHORIZATION_FAILED",))
+
+
+@pytest.mark.parametrize("conf", [{"no.such.property": 1}, {"linger.ms": "abc"}, {"acks": "bogus"},
+                                  {"partitioner": "nope"}, {"queue.buffering.max.messages": -5},
+                                  {"enable.idempotence": "maybe"}])
+def test_config_errors_are_kafka_exceptions_as_confluent_kafkas(conf: dict[str, Any]) -> None:
+    """confluent-kafka raises KafkaException(_INVALID_ARG) for a bad config; so does the compat Producer
+    (and the exception is sparkafka's ConfigError, naming the property)."""
+    with pytest.raises(confluent_kafka.KafkaException) as theirs:
+        confluent_kafka.Producer({"bootstrap.servers": "127.0.0.1:1", **conf})
+    with pytest.raises(KafkaException) as ours:
+        Producer({"bootstrap.servers": "127.0.0.1:1", **conf})
+    assert ours.value.args[0].code() == theirs.value.args[0].code() == KafkaError._INVALID_ARG
+    assert isinstance(ours.value, ConfigError) and ours.value.key == next(iter(conf))

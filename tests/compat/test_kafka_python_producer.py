@@ -7,6 +7,7 @@ confluent-kafka's consumer (``support.consume``), and compared with what the fut
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import selectors
@@ -16,13 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 import kafka
+import kafka.errors
 import pytest
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.serializer import JsonSerializer
 
 from sparkafka.compat.kafka_python import KafkaProducer, RecordMetadata, TopicPartition
+from sparkafka.compat.kafka_python import errors as compat_errors
 from sparkafka.compat.kafka_python.config import ARGUMENTS, translate
 from sparkafka.compat.kafka_python.errors import (
+    BrokerResponseError,
     IllegalStateError,
     KafkaConfigurationError,
     KafkaError,
@@ -30,6 +34,7 @@ from sparkafka.compat.kafka_python.errors import (
     MessageSizeTooLargeError,
 )
 from sparkafka.config import INT32_MAX, ProducerConfig
+from sparkafka.errors import DeliveryTimeoutError, RetriableError, error_class_for_code
 from sparkafka.producer.murmur2 import partition_for_key
 from support.consume import consume_all, create_topic
 from support.mock_cluster import ApiKey, MockCluster
@@ -181,12 +186,33 @@ def test_send_raises_as_kafka_python_does(tansu: Any, unique_topic: Callable[[st
             producer.send(topic, "not bytes")
         with pytest.raises(ValueError, match=f"Unrecognized partition 2 for topic {topic}"):
             producer.send(topic, b"v", partition=2)
-        with pytest.raises(MessageSizeTooLargeError):
+        with pytest.raises(MessageSizeTooLargeError) as too_large:
             producer.send(topic, b"x" * 5000)
+        assert isinstance(too_large.value, BrokerResponseError) and too_large.value.code == 10  # as kafka-python's
+        assert "max.request.size" in str(too_large.value)
     finally:
         producer.close()
     with pytest.raises(IllegalStateError, match="already closed"):
         producer.send(topic, b"v")
+
+
+def test_send_argument_type_errors_are_kafka_pythons(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    """kafka-python raises TypeError for a float timestamp_ms and a None topic (sparkafka's own send()
+    would raise ValueErrors)."""
+    topic = unique_topic("types")
+    create_topic(tansu.bootstrap_servers, topic, 1)
+    theirs = kafka.KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
+    ours = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
+    try:
+        for producer in (theirs, ours):
+            with pytest.raises(TypeError, match=r"^1\.5$"):
+                producer.send(topic, b"v", timestamp_ms=1.5)  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="All topics must not be None"):
+                producer.send(None, b"v")  # type: ignore[arg-type]
+            assert producer.send(topic, b"v", timestamp_ms=1_600_000_000_000).get(30).timestamp == 1_600_000_000_000
+    finally:
+        theirs.close(5)
+        ours.close(5)
 
 
 def test_a_failed_record_reaches_errbacks_and_get(mock_cluster: MockCluster, unique_topic: Callable[[str], str]
@@ -217,6 +243,44 @@ def test_a_failed_record_reaches_errbacks_and_get(mock_cluster: MockCluster, uni
         assert late == [future.exception]
     finally:
         producer.close()
+
+
+def test_an_expired_record_fails_retriable_as_kafka_pythons_timeout(mock_cluster: MockCluster,
+                                                                    unique_topic: Callable[[str], str]) -> None:
+    """kafka-python fails an expired record with KafkaTimeoutError, a RetriableError: e.retriable and
+    future.retriable() are True; the compat future's error is the same object everywhere."""
+    assert issubclass(kafka.errors.KafkaTimeoutError, kafka.errors.RetriableError)  # the reference
+    assert kafka.errors.KafkaTimeoutError.retriable is True
+    topic = unique_topic("expire")
+    mock_cluster.create_topic(topic, 1, 1)
+    producer = KafkaProducer(bootstrap_servers=mock_cluster.bootstrap_servers, delivery_timeout_ms=2000,
+                             request_timeout_ms=1000, retry_backoff_ms=100)
+    try:
+        producer.send(topic, b"warm").get(30)
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_down(broker)
+        failed: list[BaseException] = []
+        done = threading.Event()
+        future = producer.send(topic, b"v")
+
+        def errback(exc: BaseException) -> None:
+            failed.append(exc)
+            done.set()
+
+        future.add_errback(errback)
+        with pytest.raises(KafkaTimeoutError) as info:
+            future.get(30)
+        assert done.wait(30)
+        error: BaseException = info.value
+        assert "Expiring 1 record(s)" in str(error)
+        assert getattr(error, "retriable", None) is True and isinstance(error, RetriableError)
+        assert DeliveryTimeoutError in type(error).__mro__  # still sparkafka's class too
+        assert future.failed() and future.retriable()
+        assert future.exception is error and failed == [error]
+    finally:
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_up(broker)
+        producer.close(5)
 
 
 def test_get_times_out_while_the_record_is_pending(mock_cluster: MockCluster, unique_topic: Callable[[str], str]
@@ -281,3 +345,29 @@ def test_transactions(mock_cluster: MockCluster, unique_topic: Callable[[str], s
             producer.send_offsets_to_transaction({kafka.TopicPartition(topic, 0): kafka.OffsetAndMetadata(1, "", -1)},
                                                  "group")
     assert [r.value for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))] == [b"committed"]
+
+
+def test_error_classes_relate_as_kafka_errors_do() -> None:
+    """Every name the compat errors module shares with kafka.errors relates to the others as there (two
+    known class-level differences, see below), and each broker error code sparkafka has a class for is
+    exported under kafka-python's name, as that code's class."""
+    names = [n for n in compat_errors.__all__ if hasattr(kafka.errors, n) and n != "as_kafka_python"]
+    assert len(names) > 70
+    known = {("KafkaTimeoutError", "RetriableError"),  # sparkafka's class is not; a record's timeout is
+             ("CorruptRecordError", "RetriableError")}  # Java's CorruptRecordException is retriable
+    for a, b in itertools.permutations(names, 2):
+        if (a, b) not in known:
+            theirs = issubclass(getattr(kafka.errors, a), getattr(kafka.errors, b))
+            assert issubclass(getattr(compat_errors, a), getattr(compat_errors, b)) == theirs, (a, b)
+    for cls in set(kafka.errors.kafka_errors.values()):
+        code = cls.errno
+        if code is None or code == 0:
+            continue
+        ours = getattr(compat_errors, cls.__name__, None)
+        expected = error_class_for_code(code)
+        if expected.code != code:  # no sparkafka class: a code a producer does not see
+            assert ours is None, cls.__name__
+        elif cls.__name__ == "MessageSizeTooLargeError":
+            assert ours is not None and issubclass(ours, expected), cls.__name__
+        else:
+            assert ours is expected, cls.__name__

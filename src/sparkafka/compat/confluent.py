@@ -3,27 +3,34 @@
 How it works: ``Producer(conf)`` translates the librdkafka properties once (``confluent_config``: one
 table) and builds a sparkafka ``KafkaProducer`` whose ``partitioner.class`` is librdkafka's partitioner
 (``consistent_random`` unless ``partitioner`` says otherwise), so keys land where confluent-kafka put
-them. ``produce()`` checks librdkafka's queue limits (``queue.buffering.max.messages`` / ``.kbytes``:
-``BufferError`` when full, counting every record until its delivery report is served, as librdkafka
-does), creates a ``Message`` and hands the record to ``KafkaProducer.send`` with the message's
-``_delivered`` as the callback. That callback runs on the I/O thread: it only fills in the message
-(partition, offset, timestamp, latency or a ``KafkaError``) and queues it. ``poll()`` / ``flush()`` serve
-the queued reports on the caller's thread, calling ``on_delivery(err, msg)``; an exception raised by a
-callback leaves ``poll()`` with the rest still queued. Errors librdkafka reports through the delivery
-report (the topic's metadata not available within ``max.block.ms``, an illegal topic name) become a
-failed report too; errors it raises from ``produce()`` raise ``KafkaException`` here (a record too
-large, an unknown partition), and a full buffer (``buffer.memory`` for ``max.block.ms``) is
-``BufferError``. (``KafkaProducer.send`` returns such errors in a failed future, Java's contract, after
-calling the callback in the producing thread: ``_delivered`` ignores that call, so ``produce()`` alone
-decides between a report and a raise.) Transactions wrap the producer's, raising ``KafkaException``
-whose ``KafkaError`` says ``retriable()`` / ``txn_requires_abort()`` / ``fatal()`` from the producer's
-transaction state.
+them; a bad config raises ``ConfigException``, a ``KafkaException`` (``_INVALID_ARG``, as librdkafka)
+that is sparkafka's ``ConfigError`` too. ``produce()`` checks librdkafka's queue limits
+(``queue.buffering.max.messages`` / ``.kbytes``: ``BufferError`` when full, counting every record until
+its delivery report is served, as librdkafka does; 0 messages is no limit), creates a ``Message`` and
+hands the record to ``KafkaProducer.send`` with the message's ``_delivered`` as the callback. That
+callback runs on the I/O thread: it only fills in the message (partition, offset, timestamp, latency or
+a ``KafkaError``) and queues it. ``poll()`` / ``flush()`` serve the queued reports on the caller's
+thread, calling ``on_delivery(err, msg)``; an exception raised by a callback leaves ``poll()`` with the
+rest still queued. A report's accessors read as confluent-kafka's: no offset or partition is None, a
+failed record's timestamp is ``(TIMESTAMP_NOT_AVAILABLE, -1)``. Errors librdkafka reports through the
+delivery report (the topic's metadata not available within ``max.block.ms``, an illegal topic name, an
+explicit partition the topic turns out not to have when its metadata is first fetched) become a failed
+report too; errors it raises from ``produce()`` raise ``KafkaException`` here (a record too large, a
+partition the topic is known not to have), and a full buffer (``buffer.memory`` for ``max.block.ms``)
+is ``BufferError``. (``KafkaProducer.send`` returns such errors in a failed future, Java's contract,
+after calling the callback in the producing thread: ``_delivered`` ignores that call, so ``produce()``
+alone decides between a report and a raise.) Transactions wrap the producer's, raising
+``KafkaException`` whose ``KafkaError`` says ``retriable()`` / ``txn_requires_abort()`` / ``fatal()``
+from the producer's transaction state (a commit after a record failed carries that record's error code,
+as librdkafka's); records failed by ``abort_transaction()`` report ``_PURGE_QUEUE``, as librdkafka's
+purge on abort does.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +39,13 @@ from typing import Any, Final, NoReturn, SupportsIndex
 
 from sparkafka import errors
 from sparkafka.compat.confluent_config import CompatSettings, translate
-from sparkafka.compat.librdkafka_errors import KafkaError, KafkaException, PurgedError, from_exception
+from sparkafka.compat.librdkafka_errors import (
+    ConfigException,
+    KafkaError,
+    KafkaException,
+    PurgedError,
+    from_exception,
+)
 from sparkafka.net.admin import AdminClient
 from sparkafka.producer.future import FailedFuture, RecordMetadata
 from sparkafka.producer.group_metadata import CommittedOffset, group_metadata_of
@@ -42,6 +55,7 @@ from sparkafka.producer.producer import KafkaProducer
 __all__ = [
     "BrokerMetadata",
     "ClusterMetadata",
+    "ConfigException",
     "KafkaError",
     "KafkaException",
     "Message",
@@ -97,11 +111,14 @@ class Message:
     def topic(self) -> str:
         return self._topic
 
-    def partition(self) -> int:
-        return self._partition
+    def partition(self) -> int | None:
+        """The partition the record was produced to (the one asked for, when it failed); None when none
+        was assigned (confluent-kafka's None for librdkafka's RD_KAFKA_PARTITION_UA)."""
+        return None if self._partition < 0 else self._partition
 
-    def offset(self) -> int:
-        return self._offset
+    def offset(self) -> int | None:
+        """The record's offset; None without one (acks=0, a failed record), as confluent-kafka's."""
+        return None if self._offset < 0 else self._offset
 
     def key(self) -> bytes | None:
         return self._key
@@ -114,14 +131,18 @@ class Message:
         return self._headers
 
     def timestamp(self) -> tuple[int, int]:
-        """``(TIMESTAMP_CREATE_TIME or TIMESTAMP_LOG_APPEND_TIME, milliseconds since the epoch)``."""
+        """``(TIMESTAMP_CREATE_TIME or TIMESTAMP_LOG_APPEND_TIME, milliseconds since the epoch)``; a failed
+        record's is ``(TIMESTAMP_NOT_AVAILABLE, -1)`` (librdkafka's rd_kafka_message_timestamp)."""
+        if self._error is not None:
+            return TIMESTAMP_NOT_AVAILABLE, -1
         return self._timestamp_type, self._timestamp
 
     def error(self) -> KafkaError | None:
         return self._error
 
     def latency(self) -> float | None:
-        """Seconds from ``produce()`` to the broker's acknowledgement; None for a failed record."""
+        """Seconds from ``produce()`` to the delivery report (the broker's acknowledgement, or the failure:
+        librdkafka's rd_kafka_message_latency counts from the enqueue either way)."""
         return self._latency
 
     def len(self) -> int:
@@ -148,7 +169,7 @@ class Message:
             return
         owner = self._owner
         assert owner is not None
-        if metadata is not None:
+        if metadata is not None and metadata.partition >= 0:
             self._partition = metadata.partition
         if exc is None:
             assert metadata is not None
@@ -158,8 +179,16 @@ class Message:
                 self._timestamp = metadata.timestamp
                 self._timestamp_type = TIMESTAMP_LOG_APPEND_TIME
             self._latency = (owner._clock_ms() - self._produced_ms) / 1000.0
+            owner._report(self)
         else:
-            self._error = from_exception(exc)
+            self._fail(owner._record_error(exc))
+
+    def _fail(self, error: KafkaError) -> None:
+        """Queue the report of a failed record (any thread)."""
+        owner = self._owner
+        assert owner is not None
+        self._error = error
+        self._latency = (owner._clock_ms() - self._produced_ms) / 1000.0
         owner._report(self)
 
     def __repr__(self) -> str:
@@ -223,20 +252,25 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         merged = dict(conf or {})
         merged.update(kwargs)  # confluent-kafka takes logger=..., error_cb=... as keyword arguments too
-        settings = translate(merged)
-        java = settings.java
-        linger = java.get("linger.ms", _DEFAULT_LINGER_MS)
-        sticky = settings.sticky_linger_ms
-        if sticky is None:
-            sticky = min(900000, 2 * int(linger)) if isinstance(linger, int) else 2 * _DEFAULT_LINGER_MS
-        self._settings: CompatSettings = settings
-        self._partitioner = LibrdkafkaPartitioner(settings.partitioner, sticky)
-        java["partitioner.class"] = self._partitioner
-        self._producer = KafkaProducer(java)
+        try:
+            settings = translate(merged)
+            java = settings.java
+            linger = java.get("linger.ms", _DEFAULT_LINGER_MS)
+            sticky = settings.sticky_linger_ms
+            if sticky is None:
+                sticky = min(900000, 2 * int(linger)) if isinstance(linger, int) else 2 * _DEFAULT_LINGER_MS
+            self._settings: CompatSettings = settings
+            self._partitioner = LibrdkafkaPartitioner(settings.partitioner, sticky)
+            java["partitioner.class"] = self._partitioner
+            self._producer = KafkaProducer(java)
+        except errors.ConfigError as exc:
+            # confluent-kafka raises KafkaException(_INVALID_ARG); this one is sparkafka's ConfigError too
+            raise ConfigException(KafkaError._INVALID_ARG, str(exc), exc.key) from exc
         self._clock_ms = self._producer._clock.monotonic_ms
         self._wall_ms = self._producer._clock.wall_ms
         self._default_callback: DeliveryCallback | None = settings.on_delivery
-        self._max_messages = settings.max_messages
+        # librdkafka: queue.buffering.max.messages 0 "disables this limit"
+        self._max_messages = settings.max_messages if settings.max_messages > 0 else sys.maxsize
         self._max_bytes = settings.max_kbytes * 1024
         self._lock = threading.Lock()
         self._queued = 0
@@ -244,6 +278,8 @@ class Producer:
         self._reports: collections.deque[Message] = collections.deque()
         self._events: collections.deque[KafkaError] = collections.deque()
         self._fatal_reported = False
+        self._aborting = False
+        """True from ``abort_transaction()`` to the next ``begin_transaction()``."""
         self._waiting = False
         self._wake = threading.Event()
         self._bridge: _LoggerBridge | None = None
@@ -286,7 +322,11 @@ class Producer:
         try:
             explicit: int | None = None
             if partition != -1:
+                message._partition = partition  # a failure's report shows the partition asked for
                 explicit = self._check_partition(topic, partition)
+                if explicit is None:
+                    message._fail(KafkaError(KafkaError._UNKNOWN_PARTITION))
+                    return
             message._producing = threading.get_ident()
             try:
                 future = self._producer.send(topic, value_bytes, key_bytes, explicit, timestamp, header_list,
@@ -304,13 +344,29 @@ class Producer:
                 raise
             raise mapped from exc
 
-    def _check_partition(self, topic: str, partition: int) -> int:
-        """librdkafka refuses a partition it knows does not exist at once (_UNKNOWN_PARTITION)."""
+    def _check_partition(self, topic: str, partition: int) -> int | None:
+        """librdkafka refuses a partition it knows does not exist at once (_UNKNOWN_PARTITION raised).
+        Before the topic's metadata arrived it accepts the record and fails it in the delivery report
+        with _UNKNOWN_PARTITION once the partition count is known: here the metadata is fetched first
+        (up to max.block.ms, as ``send()`` would wait), and None means "report _UNKNOWN_PARTITION"."""
+        if partition < 0:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
+                                            "Unable to produce message: Local: Unknown partition"))
         count = self._producer._metadata.fetch().partition_count(topic)
-        if partition < 0 or (count is not None and partition >= count):
+        if count is None:
+            count = len(self._producer.partitions_for(topic))
+            return partition if partition < count else None
+        if partition >= count:
             raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
                                             "Unable to produce message: Local: Unknown partition"))
         return partition
+
+    def _record_error(self, exc: BaseException) -> KafkaError:
+        """The report's error for what failed a record (I/O thread). A record failed because the user's
+        ``abort_transaction()`` is under way is librdkafka's _PURGE_QUEUE (abort purges the queue)."""
+        if self._aborting and isinstance(exc, errors.TransactionError) and not isinstance(exc, errors.BrokerError):
+            return KafkaError(KafkaError._PURGE_QUEUE)
+        return from_exception(exc)
 
     def _report(self, message: Message) -> None:
         """A report is ready (any thread)."""
@@ -451,6 +507,7 @@ class Producer:
 
     def begin_transaction(self) -> None:
         self._txn(lambda _: self._producer.begin_transaction(), None)
+        self._aborting = False
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, then commit (delivery reports are served from here too)."""
@@ -460,7 +517,9 @@ class Producer:
             self._serve()
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        """Fail the records not sent yet and abort (their reports are served from here too)."""
+        """Fail the records not sent yet (_PURGE_QUEUE, as librdkafka's purge) and abort (their reports
+        are served from here too)."""
+        self._aborting = True
         try:
             self._txn(self._producer.abort_transaction, timeout)
         finally:
@@ -498,6 +557,12 @@ class Producer:
             fatal = tm is not None and tm.has_fatal_error()
             abortable = tm is not None and tm.has_abortable_error()
             error = from_exception(exc, fatal=fatal, txn_requires_abort=abortable and not fatal)
+            cause = exc.__cause__
+            if (abortable and not fatal and isinstance(exc, errors.TransactionError)
+                    and not isinstance(exc, errors.BrokerError) and isinstance(cause, errors.KafkaError)):
+                # librdkafka raises the error the transaction hit (rd_kafka_txn_set_abortable_error), not
+                # _STATE: commit_transaction() after a record failed with TOPIC_AUTHORIZATION_FAILED says so
+                error = KafkaError(from_exception(cause).code(), str(exc), False, False, True)
             if isinstance(exc, errors.KafkaTimeoutError):
                 error = KafkaError(KafkaError._TIMED_OUT, str(exc), fatal, not fatal, False)
             if fatal:

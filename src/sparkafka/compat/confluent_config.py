@@ -8,7 +8,12 @@ the queue limits, the callbacks) map to ``None`` and come back in ``CompatSettin
 walks a confluent config dict once: a Java key sparkafka knows and librdkafka has no property of that
 name is passed through (``max.block.ms``, ``buffer.memory``, ``ssl.context``); a consumer property is
 ignored with a warning, as librdkafka does; anything else is a ``ConfigError`` naming the property,
-with the reason or the setting to use instead.
+with the reason or the setting to use instead. Last, the timeouts: librdkafka takes any
+``message.timeout.ms`` above ``linger.ms`` (0: infinite, Java's largest ``delivery.timeout.ms``), while
+Java wants ``delivery.timeout.ms >= linger.ms + request.timeout.ms``; so a message timeout below that sum
+lowers the ``request.timeout.ms`` passed on to ``message.timeout.ms - linger.ms`` (librdkafka too
+bounds a ProduceRequest's timeout by its first record's message timeout), and a ``linger.ms`` left at
+its default is lowered below the message timeout, as librdkafka does.
 """
 
 from __future__ import annotations
@@ -163,6 +168,7 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     "sticky.partitioning.linger.ms": _Prop(None),
     "queue.buffering.max.messages": _Prop(None),
     "queue.buffering.max.kbytes": _Prop(None),
+    "allow.auto.create.topics": _Prop(None),
     "on_delivery": _Prop(None),
     "dr_cb": _Prop(None),
     "dr_msg_cb": _Prop(None),
@@ -218,7 +224,7 @@ _CONSUMER_ONLY: Final = frozenset({
     "queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.queue.backoff.ms",
     "fetch.message.max.bytes", "max.partition.fetch.bytes", "fetch.max.bytes", "fetch.min.bytes",
     "fetch.error.backoff.ms", "isolation.level", "enable.partition.eof", "check.crcs", "auto.offset.reset",
-    "allow.auto.create.topics", "client.rack", "on_commit", "rebalance_cb", "offset_commit_cb",
+    "client.rack", "on_commit", "rebalance_cb", "offset_commit_cb",
     "consume.callback.max.messages",
 })
 """Consumer properties: librdkafka ignores them on a producer with a warning; so does the compat layer."""
@@ -232,6 +238,7 @@ class CompatSettings:
     sticky_linger_ms: int | None = None
     """None: librdkafka's default, twice linger.ms (at most 900000)."""
     max_messages: int = 100000
+    """0: no limit (librdkafka: "A value of 0 disables this limit")."""
     max_kbytes: int = 1048576
     on_delivery: Callable[..., Any] | None = None
     error_cb: Callable[..., Any] | None = None
@@ -248,6 +255,18 @@ def _int(name: str, value: Any, low: int, high: int) -> int:
     if number is None or not number.is_integer() or not low <= number <= high:
         raise ConfigError(f"{name!r} must be an integer from {low} to {high}, got {value!r}", name)
     return int(number)
+
+
+def _bool(name: str, value: Any) -> bool:
+    """librdkafka's booleans: True/False or the strings true/t/1 and false/f/0."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "t", "1"):
+        return True
+    if text in ("false", "f", "0"):
+        return False
+    raise ConfigError(f"{name!r} must be a boolean (true or false), got {value!r}", name)
 
 
 def _callable(name: str, value: Any) -> Callable[..., Any]:
@@ -300,6 +319,13 @@ def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
         settings.oauth_cb = _callable(name, value)
     elif name == "sasl.oauthbearer.config":
         settings.oauthbearer_config = str(value)
+    elif name == "allow.auto.create.topics":
+        # librdkafka's producer asks for metadata without auto-creation when false; sparkafka's metadata
+        # requests always allow it (as Java's producer), so false cannot be honoured: refused, not ignored
+        if not _bool(name, value):
+            raise ConfigError("'allow.auto.create.topics' false cannot be honoured: sparkafka's metadata "
+                              "requests let the broker create a missing topic (as Java's producer does); turn "
+                              "auto-creation off on the broker (auto.create.topics.enable=false) instead", name)
     elif name == "api.version.request":
         if str(value).strip().lower() not in ("true", "1"):
             raise ConfigError("'api.version.request' false (brokers older than 0.10) is not supported: "
@@ -321,10 +347,53 @@ def _unsupported(name: str) -> ConfigError:
                        f"equivalent){hint}", name)
 
 
+def _plain_number(value: Any) -> float | None:
+    """A timeout's value as a number, or None (a bad value: ProducerConfig reports it)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _fit_timeouts(java: dict[str, Any], names: Mapping[str, str]) -> None:
+    """librdkafka's timeouts under Java's rule (see the module docstring); ``names``: Java key -> the
+    librdkafka property that set it."""
+    if "delivery.timeout.ms" not in java:
+        return  # librdkafka's default (300000) vs Java's (120000): Java's rule raises it as needed
+    delivery = _plain_number(java["delivery.timeout.ms"])
+    linger = _plain_number(java.get("linger.ms", KEYS_BY_NAME["linger.ms"].default))
+    request = _plain_number(java.get("request.timeout.ms", KEYS_BY_NAME["request.timeout.ms"].default))
+    if delivery is None or linger is None or request is None:
+        return
+    if delivery <= linger:
+        # librdkafka (rd_kafka_conf_finalize): an error if linger.ms was set, else linger.ms is lowered
+        if "linger.ms" in java:
+            name = names.get("delivery.timeout.ms", "message.timeout.ms")
+            raise ConfigError(f"{name!r} must be greater than {names.get('linger.ms', 'linger.ms')!r} "
+                              f"(librdkafka's rule), got {java['delivery.timeout.ms']!r} <= {java['linger.ms']!r}",
+                              name)
+        linger = max(0.0, math.ceil(delivery) - 1.0)
+        java["linger.ms"] = int(linger)
+    if delivery < linger + request:
+        # Java's delivery.timeout.ms >= linger.ms + request.timeout.ms: a shorter request timeout, so the
+        # record still fails at message.timeout.ms (librdkafka accepts any message.timeout.ms)
+        lowered = max(1, int(delivery - linger))
+        log.debug("request.timeout.ms %s lowered to %d: message.timeout.ms %s - linger.ms %s", request, lowered,
+                  delivery, linger)
+        java["request.timeout.ms"] = lowered
+
+
 def translate(conf: Mapping[str, Any]) -> CompatSettings:
     """Split a confluent-kafka config into the Java settings and what the compat Producer honours."""
     settings = CompatSettings()
     java = settings.java
+    names: dict[str, str] = {}
     for name, value in _flatten(conf).items():
         if not isinstance(name, str):
             raise ConfigError(f"property names must be strings, got {name!r}")
@@ -341,6 +410,7 @@ def translate(conf: Mapping[str, Any]) -> CompatSettings:
                 raise ConfigError(f"{name!r} sets {prop.java!r}, which another property already set to a "
                                   f"different value ({java[prop.java]!r})", name)
             java[prop.java] = value
+            names[prop.java] = name
         elif name in KEYS_BY_NAME:
             java[name] = value  # a Java key librdkafka has no property of that name for
         elif name in _CONSUMER_ONLY:
@@ -354,4 +424,5 @@ def translate(conf: Mapping[str, Any]) -> CompatSettings:
             java[f"compression.{codec}.level"] = settings.compression_level
     if settings.oauth_cb is not None:
         java["sasl.oauthbearer.token.provider"] = functools.partial(settings.oauth_cb, settings.oauthbearer_config)
+    _fit_timeouts(java, names)
     return settings

@@ -3,7 +3,8 @@
 How it works: ``KafkaError`` carries librdkafka's error codes as class constants (the same names and
 values as ``confluent_kafka.KafkaError``: negative codes are local, positive ones are Kafka's) and the
 methods code(), name(), str(), retriable(), fatal(), txn_requires_abort(); it compares equal to its
-code. ``KafkaException`` wraps one as ``args[0]``. ``from_exception`` turns any error sparkafka puts on a
+code. ``KafkaException`` wraps one as ``args[0]``; ``ConfigException`` (a bad config) is also sparkafka's
+``ConfigError``. ``from_exception`` turns any error sparkafka puts on a
 record or raises into the ``KafkaError`` librdkafka would have reported for it (the table below).
 """
 
@@ -14,7 +15,7 @@ from typing import ClassVar, Final
 
 from sparkafka import errors
 
-__all__ = ["KafkaError", "KafkaException", "PurgedError", "from_exception"]
+__all__ = ["ConfigException", "KafkaError", "KafkaException", "PurgedError", "from_exception"]
 
 
 class KafkaError:
@@ -303,6 +304,16 @@ class KafkaException(Exception):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ConfigException(KafkaException, errors.ConfigError):
+    """A bad config for ``Producer(conf)``: confluent-kafka's ``KafkaException`` with ``_INVALID_ARG`` (so
+    ``except KafkaException`` catches it, as it does librdkafka's refusal), and sparkafka's
+    ``ConfigError`` (``key`` names the property)."""
+
+    def __init__(self, error: KafkaError | int, reason: str | None = None, key: str | None = None) -> None:
+        KafkaException.__init__(self, error, reason)
+        self.key = key
 
 
 class PurgedError(errors.KafkaError):

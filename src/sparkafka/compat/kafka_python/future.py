@@ -6,23 +6,31 @@ when it failed), the ``is_done`` / ``value`` / ``exception`` attributes, ``succe
 ``retriable()``, and ``add_callback(f, *args, **kwargs)`` / ``add_errback`` / ``add_both`` / ``chain``.
 Callbacks run once the record is final, on the producer's I/O thread (kafka-python: its sender thread),
 or at once in the caller's thread when it already is; an exception in a callback is logged, as
-kafka-python does. ``RecordMetadata`` has kafka-python's nine fields (``checksum`` is None: message
-format v2 has no per-record checksum).
+kafka-python does. A record that timed out (sparkafka's ``DeliveryTimeoutError``, a ``KafkaTimeoutError``)
+fails with a retriable copy of its error (a subclass of its class and of ``RetriableError``,
+``retriable`` True), since kafka-python's ``KafkaTimeoutError`` is a ``RetriableError``. A record too
+large fails with ``MessageSizeTooLargeError`` (``errors.as_kafka_python``); ``get()``, ``exception`` and the
+errbacks all see that one object. ``RecordMetadata`` has kafka-python's nine fields
+(``checksum`` is None: message format v2 has no per-record checksum).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
+from sparkafka.compat.kafka_python.errors import as_kafka_python
 from sparkafka.errors import KafkaTimeoutError, RetriableError
 from sparkafka.producer.future import FutureRecordMetadata as _RecordFuture
 
 __all__ = ["FutureRecordMetadata", "RecordMetadata", "TopicPartition"]
 
 log = logging.getLogger("sparkafka.compat")
+
+_CONVERT_LOCK = threading.Lock()
 
 
 class TopicPartition(NamedTuple):
@@ -47,11 +55,26 @@ class RecordMetadata(NamedTuple):
 class FutureRecordMetadata:
     """What the compat ``send()`` returns (see the module docstring)."""
 
-    __slots__ = ("_header_size", "_inner")
+    __slots__ = ("_error", "_header_size", "_inner")
 
     def __init__(self, inner: _RecordFuture, header_size: int) -> None:
         self._inner = inner
         self._header_size = header_size
+        self._error: BaseException | None = None
+        """The record's error as kafka-python shows it (made once, see ``_failure``)."""
+
+    def _failure(self) -> BaseException | None:
+        """The record's error once it failed, a timeout made retriable (see the module docstring)."""
+        inner = self._inner
+        if not inner.done():
+            return None
+        error = inner.exception(0)
+        if error is None:
+            return None
+        with _CONVERT_LOCK:  # the I/O thread (errbacks) and the caller may ask at once: one object
+            if self._error is None:
+                self._error = _kafka_python_error(error)
+            return self._error
 
     # -- state ---------------------------------------------------------------------------------------
     @property
@@ -61,8 +84,7 @@ class FutureRecordMetadata:
     @property
     def exception(self) -> BaseException | None:
         """The record's error once it failed (an attribute, as kafka-python's)."""
-        inner = self._inner
-        return inner.exception(0) if inner.done() else None
+        return self._failure()
 
     @property
     def value(self) -> RecordMetadata | None:
@@ -86,10 +108,13 @@ class FutureRecordMetadata:
         failed, ``KafkaTimeoutError`` if it is not done in time."""
         try:
             self._inner.result(timeout)
-        except KafkaTimeoutError:
+        except KafkaTimeoutError as exc:
             if not self._inner.done():
                 raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.") from None
-            raise
+            error = self._failure()
+            if error is None or error is exc:
+                raise
+            raise error from exc.__cause__
         return self._metadata()
 
     def _metadata(self) -> RecordMetadata:
@@ -115,7 +140,7 @@ class FutureRecordMetadata:
         fn = functools.partial(f, *args, **kwargs) if args or kwargs else f
 
         def on_done(_: object) -> None:
-            error = self._inner.exception(0)
+            error = self._failure()
             if error is not None:
                 _run(fn, error, "errback")
 
@@ -133,6 +158,35 @@ class FutureRecordMetadata:
 
     def __repr__(self) -> str:
         return f"FutureRecordMetadata({self._inner!r})"
+
+
+_RETRIABLE_CLASSES: dict[type[KafkaTimeoutError], type[KafkaTimeoutError]] = {}
+
+
+def _retriable_class(kind: type[KafkaTimeoutError]) -> type[KafkaTimeoutError]:
+    """``kind`` made retriable (one class per kind; called under ``_CONVERT_LOCK``): kafka-python's
+    ``KafkaTimeoutError`` is a ``RetriableError``."""
+    made = _RETRIABLE_CLASSES.get(kind)
+    if made is None:
+        made = cast("type[KafkaTimeoutError]", type(kind.__name__, (kind, RetriableError), {
+            "retriable": True, "__module__": kind.__module__, "__qualname__": kind.__qualname__,
+            "__doc__": kind.__doc__}))
+        _RETRIABLE_CLASSES[kind] = made
+    return made
+
+
+def _kafka_python_error(error: BaseException) -> BaseException:
+    """The error as kafka-python would show it: a timeout is retriable (same class name, text, cause), a
+    too-large record is ``MessageSizeTooLargeError`` (``as_kafka_python``)."""
+    error = as_kafka_python(error)
+    if not isinstance(error, KafkaTimeoutError) or error.retriable:
+        return error
+    kind = _retriable_class(type(error))
+    copy = kind.__new__(kind, *error.args)
+    copy.__dict__.update(error.__dict__)
+    copy.__cause__ = error.__cause__
+    copy.__traceback__ = error.__traceback__
+    return copy
 
 
 def _run(fn: Callable[[Any], object], argument: object, kind: str) -> None:

@@ -3,12 +3,13 @@
 How it works: the constructor translates kafka-python's arguments once (``config.py``) and builds a
 sparkafka ``KafkaProducer`` without serializers, so its sends can take the C send lane. ``send()`` keeps
 kafka-python's contract: it raises ``IllegalStateError`` once closed, ``ValueError`` for a record without
-key and value or a partition the topic does not have, serializes key and value as kafka-python does
+key and value or a partition the topic does not have, ``TypeError`` for a None topic or a timestamp that
+is not an int, serializes key and value as kafka-python does
 (a callable is called ``f(obj)``; a ``kafka.serializer.Serializer``-like object ``serialize(topic,
 headers, obj)`` with the record's header list), raises ``TypeError`` when a serializer returns anything
 but bytes or None, raises what ``KafkaProducer.send`` raises and also what it returns in a failed future
 (Java's contract; kafka-python raises ``KafkaTimeoutError`` for metadata or memory past ``max_block_ms``,
-``MessageSizeTooLargeError`` = ``RecordTooLargeError``, ...), and returns a kafka-python-style future.
+``MessageSizeTooLargeError`` for a record too large, ...), and returns a kafka-python-style future.
 The partitioner is sparkafka's built-in one (kafka-python's default hashes keys with the same murmur2)
 unless a custom one is given (``partitioner.py``). Like kafka-python, the
 producer is closed at interpreter exit (``close(timeout=1)``), so records sent just before exit are
@@ -26,6 +27,7 @@ from typing import Any, NoReturn, SupportsIndex
 
 from sparkafka import errors
 from sparkafka.compat.kafka_python.config import KafkaPythonSettings, default_arguments, translate
+from sparkafka.compat.kafka_python.errors import as_kafka_python
 from sparkafka.compat.kafka_python.future import FutureRecordMetadata
 from sparkafka.compat.kafka_python.partitioner import adapt_partitioner
 from sparkafka.producer.future import FailedFuture
@@ -74,6 +76,10 @@ class KafkaProducer:
             raise errors.IllegalStateError("KafkaProducer already closed!")
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
+        if topic is None:
+            raise TypeError("All topics must not be None")  # kafka-python's TypeError (sparkafka: ValueError)
+        if timestamp_ms is not None and not isinstance(timestamp_ms, int):
+            raise TypeError(timestamp_ms)  # kafka-python's record builder: TypeError(timestamp)
         header_list: list[tuple[str, bytes]] = [] if headers is None else _check_headers(headers)
         key_bytes = self._serialize(self._key_ser, topic, header_list, key, "key")
         value_bytes = self._serialize(self._value_ser, topic, header_list, value, "value")
@@ -82,7 +88,8 @@ class KafkaProducer:
         future = self._producer.send(topic, value_bytes, key_bytes, partition, timestamp_ms,
                                      header_list or None)
         if isinstance(future, FailedFuture):
-            raise future.error.with_traceback(None)  # kafka-python raises what failed in send()
+            # kafka-python raises what failed in send() (a too-large record: MessageSizeTooLargeError)
+            raise as_kafka_python(future.error).with_traceback(None)
         header_size = -1
         if header_list:
             header_size = sum(len(k.encode("utf-8")) + len(v) for k, v in header_list)
