@@ -225,3 +225,78 @@ def test_allow_auto_create_topics_false_is_refused_not_ignored(caplog: pytest.Lo
     with pytest.raises(ConfigError, match="must be a boolean"):
         translate({"allow.auto.create.topics": "maybe"})
 
+
+
+# ---------------------------------------------------------------------------------------------- common properties
+
+
+@pytest.mark.parametrize(("conf", "request_timeout"), [
+    ({"socket.timeout.ms": 10000}, 10000),
+    ({"socket.timeout.ms": "45000"}, 45000),
+    ({"socket.timeout.ms": 10}, 10),  # librdkafka's range: 10 .. 300000
+    ({"socket.timeout.ms": 300000, "message.timeout.ms": 0}, 300000),
+    ({"socket.timeout.ms": 20000, "request.timeout.ms": 20000}, 20000),
+    ({"socket.timeout.ms": 60000, "message.timeout.ms": 5000}, 4995),  # bounded by the message timeout
+])
+def test_socket_timeout_ms_is_javas_request_timeout(conf: dict[str, Any], request_timeout: int) -> None:
+    """librdkafka's socket.timeout.ms, "Default timeout for network requests", is how long the client waits
+    for a response: Java's request.timeout.ms."""
+    confluent_kafka.Producer({**_NOWHERE, **conf})  # the reference: accepted
+    assert java(conf).request_timeout_ms == request_timeout
+
+
+def test_socket_and_request_timeouts_that_disagree_are_refused_saying_why() -> None:
+    with pytest.raises(ConfigError, match=r"'request\.timeout\.ms' sets 'request\.timeout\.ms', which another "
+                                          r"property already set to a different value \(10000\): sparkafka has "
+                                          r"one timeout for a request.*socket\.timeout\.ms.*set one of them") as info:
+        translate({"socket.timeout.ms": 10000, "request.timeout.ms": 5000})
+    assert info.value.key == "request.timeout.ms"
+    with pytest.raises(ConfigError, match=r"'socket\.timeout\.ms' must be from 10 to 300000"):
+        translate({"socket.timeout.ms": 300001})
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("enable.random.seed", True), ("enable.random.seed", "false"), ("enable.random.seed", 1),
+    ("socket.keepalive.enable", False), ("socket.keepalive.enable", "f"), ("socket.keepalive.enable", 0),
+    ("broker.address.family", "any"), ("broker.address.family", "ANY"),
+    ("log_level", 0), ("log_level", "3"), ("log_level", 7),
+    ("delivery.report.only.error", False), ("delivery.report.only.error", True),
+])
+def test_common_properties_are_accepted_where_they_change_nothing_or_are_honoured(name: str, value: Any) -> None:
+    """confluent-kafka accepts each; so does the compat Producer, passing nothing on to Java's settings."""
+    confluent_kafka.Producer({**_NOWHERE, name: value})
+    assert translate({name: value}).java == {}
+    Producer({**_NOWHERE, name: value}).close(0)
+
+
+def test_log_level_and_delivery_report_only_error_reach_the_compat_settings() -> None:
+    defaults = translate({})
+    assert (defaults.log_level, defaults.dr_only_error) == (6, False)  # librdkafka's and confluent-kafka's
+    settings = translate({"log_level": "3", "delivery.report.only.error": True})
+    assert (settings.log_level, settings.dr_only_error) == (3, True)
+
+
+def test_delivery_report_only_error_takes_a_bool_only_as_confluent_kafka() -> None:
+    """confluent-kafka's Python layer reads it (not librdkafka) and raises TypeError for anything else."""
+    for value in ("true", 1):
+        with pytest.raises(TypeError) as theirs:
+            confluent_kafka.Producer({**_NOWHERE, "delivery.report.only.error": value})
+        with pytest.raises(TypeError) as ours:
+            Producer({**_NOWHERE, "delivery.report.only.error": value})
+        assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize(("name", "value", "why"), [
+    ("socket.keepalive.enable", True, r"'socket\.keepalive\.enable' true cannot be honoured: .*SO_KEEPALIVE"),
+    ("socket.keepalive.enable", "true", r"'socket\.keepalive\.enable' true cannot be honoured"),
+    ("broker.address.family", "v4", r"'broker\.address\.family' v4 cannot be honoured: .*IPv4 and IPv6 alike"),
+    ("broker.address.family", "V6", r"'broker\.address\.family' v6 cannot be honoured"),
+])
+def test_keepalive_and_address_family_values_sparkafka_cannot_honour_are_refused(name: str, value: Any,
+                                                                                 why: str) -> None:
+    """confluent-kafka honours them; sparkafka's sockets have no keepalive and no family choice: refused,
+    naming the property and why, not ignored."""
+    confluent_kafka.Producer({**_NOWHERE, name: value})
+    with pytest.raises(ConfigError, match=why) as info:
+        translate({name: value})
+    assert info.value.key == name

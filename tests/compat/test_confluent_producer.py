@@ -278,6 +278,67 @@ def test_logger_gets_sparkafkas_records_while_open(tansu: Any) -> None:
     assert "a sparkafka warning" in captured and "after close" not in captured
 
 
+_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+
+
+@pytest.mark.parametrize(("log_level", "forwarded"), [
+    (None, _LEVELS[1:]),  # librdkafka's default, 6 (info): no DEBUG
+    (7, _LEVELS), (6, _LEVELS[1:]), (5, _LEVELS[2:]), (4, _LEVELS[2:]), (3, _LEVELS[3:]), (2, _LEVELS[4:]),
+    (1, ()), (0, ()),
+])
+def test_log_level_filters_what_reaches_the_logger(caplog: pytest.LogCaptureFixture, log_level: int | None,
+                                                   forwarded: tuple[int, ...]) -> None:
+    """librdkafka passes the log callback only lines at or below log_level (syslog: 3 err, 4 warning, 6
+    info, 7 debug); confluent-kafka hands them to the logger as ERROR, WARNING, INFO, DEBUG."""
+    caplog.set_level(logging.DEBUG, logger="sparkafka")  # sparkafka creates records of every level
+    captured: list[int] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("log_level probe"):
+                captured.append(record.levelno)
+
+    user_logger = logging.getLogger(f"my-app-kafka-{log_level}")
+    handler = Capture()
+    user_logger.addHandler(handler)
+    user_logger.setLevel(logging.DEBUG)
+    conf: dict[str, Any] = {"bootstrap.servers": "127.0.0.1:1", "logger": user_logger}
+    if log_level is not None:
+        conf["log_level"] = log_level
+    p = Producer(conf)
+    try:
+        for level in _LEVELS:
+            logging.getLogger("sparkafka.producer").log(level, "log_level probe")
+    finally:
+        p.close(0)
+        user_logger.removeHandler(handler)
+    assert tuple(captured) == forwarded
+
+
+def test_log_level_maps_librdkafkas_errors_as_confluent_kafka_does() -> None:
+    """The reference for the mapping: librdkafka's connection failure is a LOG_ERR (3) line, which
+    confluent-kafka's logger gets as ERROR at log_level 3 and not at all at 2."""
+    seen: dict[int, set[int]] = {}
+    for log_level in (3, 2):
+        levels = seen.setdefault(log_level, set())
+
+        class Capture(logging.Handler):
+            def emit(self, record: logging.LogRecord, levels: set[int] = levels) -> None:
+                levels.add(record.levelno)
+
+        user_logger = logging.getLogger(f"confluent-log-level-{log_level}")
+        handler = Capture()
+        user_logger.addHandler(handler)
+        user_logger.setLevel(logging.DEBUG)
+        p = confluent_kafka.Producer({"bootstrap.servers": "127.0.0.1:1", "logger": user_logger,
+                                      "log_level": log_level})
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and not levels:
+            p.poll(0.1)
+        user_logger.removeHandler(handler)
+    assert seen == {3: {logging.ERROR}, 2: set()}
+
+
 def test_a_producer_does_not_pickle(tansu: Any) -> None:
     p = Producer({"bootstrap.servers": tansu.bootstrap_servers})
     try:
@@ -458,9 +519,59 @@ def test_commit_after_a_failed_record_raises_that_records_error(mock_cluster: Mo
                                                    ("TOPIC_AUTHORIZATION_FAILED",))
 
 
+def test_delivery_report_only_error_matches_confluent_kafka(mock_cluster: MockCluster,
+                                                            unique_topic: Callable[[str], str]) -> None:
+    """delivery.report.only.error: on_delivery and a produce() callback are called for failed records
+    only; a delivered record still counts in len() and queue.buffering.max.messages until poll() serves its
+    report (silently), as confluent-kafka's dr_msg_cb drops it only then."""
+    seen: dict[str, list[Any]] = {}
+    for name, make in BOTH:
+        topic, other = unique_topic(f"droe-{name}"), unique_topic(f"droe-{name}")
+        mock_cluster.create_topic(topic, 1, 1)
+        mock_cluster.create_topic(other, 1, 1)
+        out = seen.setdefault(name, [])
+
+        def own(e: Any, m: Any, out: list[Any] = out) -> None:
+            out.append(("own", e.name() if e else None, m.value()))
+
+        p = make({"bootstrap.servers": mock_cluster.bootstrap_servers, "delivery.report.only.error": True,
+                  "queue.buffering.max.messages": 2,
+                  "on_delivery": lambda e, m, out=out: out.append((e.name() if e else None, m.value()))})
+        p.produce(topic, b"ok-1")
+        p.produce(topic, b"ok-2", on_delivery=own)
+        if name == "compat":
+            p._producer.flush(30)  # acknowledged by the broker; the reports are not served
+        else:
+            time.sleep(1.0)
+        out.append(("queued", len(p) > 0))
+        try:
+            p.produce(topic, b"full")
+            out.append("accepted")
+        except BufferError:
+            out.append("BufferError")
+        out.append(("served", p.poll(10) > 0, len(p)))
+        p.produce(topic, b"ok-3", on_delivery=own)
+        out.append(("flush", p.flush(30), len(p)))
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, [29])
+        p.produce(topic, b"denied-1")
+        out.append(("flush", p.flush(30), len(p)))
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, [29])
+        p.produce(other, b"denied-2", on_delivery=own)  # a denied topic's next produce() raises
+        out.append(("flush", p.flush(30), len(p)))
+        if name == "compat":
+            p.close(5)
+    assert seen["compat"] == seen["confluent"] == [
+        ("queued", True), "BufferError", ("served", True, 0), ("flush", 0, 0),
+        ("TOPIC_AUTHORIZATION_FAILED", b"denied-1"), ("flush", 0, 0),
+        ("own", "TOPIC_AUTHORIZATION_FAILED", b"denied-2"), ("flush", 0, 0)]
+
+
 @pytest.mark.parametrize("conf", [{"no.such.property": 1}, {"linger.ms": "abc"}, {"acks": "bogus"},
                                   {"partitioner": "nope"}, {"queue.buffering.max.messages": -5},
-                                  {"enable.idempotence": "maybe"}])
+                                  {"enable.idempotence": "maybe"}, {"log_level": 8}, {"log_level": -1},
+                                  {"socket.timeout.ms": 9}, {"socket.timeout.ms": "abc"},
+                                  {"broker.address.family": "v5"}, {"enable.random.seed": "maybe"},
+                                  {"socket.keepalive.enable": "maybe"}])
 def test_config_errors_are_kafka_exceptions_as_confluent_kafkas(conf: dict[str, Any]) -> None:
     """confluent-kafka raises KafkaException(_INVALID_ARG) for a bad config; so does the compat Producer
     (and the exception is sparkafka's ConfigError, naming the property)."""

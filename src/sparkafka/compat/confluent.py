@@ -10,7 +10,9 @@ its delivery report is served, as librdkafka does; 0 messages is no limit), crea
 hands the record to ``KafkaProducer.send`` with the message's ``_delivered`` as the callback. That
 callback runs on the I/O thread: it only fills in the message (partition, offset, timestamp, latency or
 a ``KafkaError``) and queues it. ``poll()`` / ``flush()`` serve the queued reports on the caller's
-thread, calling ``on_delivery(err, msg)``; an exception raised by a callback leaves ``poll()`` with the
+thread, calling ``on_delivery(err, msg)`` (with ``delivery.report.only.error``, for failed records only: a
+successful record's report is still queued and served, silently, so it counts in ``len()`` and the queue
+limits until then, as confluent-kafka's); an exception raised by a callback leaves ``poll()`` with the
 rest still queued. A report's accessors read as confluent-kafka's: no offset or partition is None, a
 failed record's timestamp is ``(TIMESTAMP_NOT_AVAILABLE, -1)``. Errors librdkafka reports through the
 delivery report (the topic's metadata not available within ``max.block.ms``, an illegal topic name, an
@@ -23,7 +25,9 @@ alone decides between a report and a raise.) Transactions wrap the producer's, r
 ``KafkaException`` whose ``KafkaError`` says ``retriable()`` / ``txn_requires_abort()`` / ``fatal()``
 from the producer's transaction state (a commit after a record failed carries that record's error code,
 as librdkafka's); records failed by ``abort_transaction()`` report ``_PURGE_QUEUE``, as librdkafka's
-purge on abort does.
+purge on abort does. A ``logger`` gets sparkafka's log records through a handler on the ``sparkafka``
+logger while the producer is open: those whose level, read as a syslog severity, is at or below
+``log_level`` (librdkafka's filter; its default 6 leaves DEBUG records out).
 """
 
 from __future__ import annotations
@@ -234,15 +238,35 @@ class ClusterMetadata:
     orig_broker_name: str | None = None
 
 
-class _LoggerBridge(logging.Handler):
-    """Passes sparkafka's log records to the ``logger`` given in the config."""
+def _syslog_severity(levelno: int) -> int:
+    """A Python logging level as a syslog severity, the reverse of confluent-kafka's map of librdkafka's
+    levels (LOG_EMERG..LOG_CRIT -> CRITICAL, LOG_ERR -> ERROR, LOG_WARNING -> WARNING, LOG_NOTICE and
+    LOG_INFO -> INFO, LOG_DEBUG -> DEBUG): CRITICAL is LOG_CRIT (2), ERROR 3, WARNING 4, a level between
+    WARNING and INFO LOG_NOTICE (5), INFO LOG_INFO (6), anything lower LOG_DEBUG (7)."""
+    if levelno >= logging.CRITICAL:
+        return 2
+    if levelno >= logging.ERROR:
+        return 3
+    if levelno >= logging.WARNING:
+        return 4
+    if levelno > logging.INFO:
+        return 5
+    if levelno == logging.INFO:
+        return 6
+    return 7
 
-    def __init__(self, target: logging.Logger) -> None:
+
+class _LoggerBridge(logging.Handler):
+    """Passes sparkafka's log records to the ``logger`` given in the config: those whose severity is at
+    or below ``log_level``, as librdkafka drops log lines above it before calling the log callback."""
+
+    def __init__(self, target: logging.Logger, log_level: int) -> None:
         super().__init__()
         self.target = target
+        self.log_level = log_level
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.target.isEnabledFor(record.levelno):
+        if _syslog_severity(record.levelno) <= self.log_level and self.target.isEnabledFor(record.levelno):
             self.target.handle(record)
 
 
@@ -269,6 +293,7 @@ class Producer:
         self._clock_ms = self._producer._clock.monotonic_ms
         self._wall_ms = self._producer._clock.wall_ms
         self._default_callback: DeliveryCallback | None = settings.on_delivery
+        self._dr_only_error = settings.dr_only_error
         # librdkafka: queue.buffering.max.messages 0 "disables this limit"
         self._max_messages = settings.max_messages if settings.max_messages > 0 else sys.maxsize
         self._max_bytes = settings.max_kbytes * 1024
@@ -284,7 +309,7 @@ class Producer:
         self._wake = threading.Event()
         self._bridge: _LoggerBridge | None = None
         if settings.logger is not None:
-            self._bridge = _LoggerBridge(settings.logger)
+            self._bridge = _LoggerBridge(settings.logger, settings.log_level)
             logging.getLogger("sparkafka").addHandler(self._bridge)
         self._closed = False
 
@@ -440,7 +465,9 @@ class Producer:
             report = message._callback
             message._callback = None
             message._owner = None
-            if report is not None:
+            # delivery.report.only.error: confluent-kafka's dr_msg_cb drops a successful record's report here,
+            # when it is served (the record counted in len() and the queue limits until then)
+            if report is not None and (message._error is not None or not self._dr_only_error):
                 report(message._error, message)
         return served
 

@@ -4,7 +4,10 @@ How it works: ``PROPERTIES`` is the one table: each librdkafka property with an 
 Java key it becomes and, where the units or special values differ, how its value converts (librdkafka's
 0 for "OS default" socket buffers is Java's -1, its 0 for "never" is Java's -1 or the largest timeout,
 ``linger.ms`` may be fractional). Properties the compat ``Producer`` itself honours (the partitioner,
-the queue limits, the callbacks) map to ``None`` and come back in ``CompatSettings``. ``translate``
+the queue limits, the callbacks, ``log_level``, ``delivery.report.only.error``) map to ``None`` and come
+back in ``CompatSettings``; so do properties accepted only at values that change nothing here
+(``enable.random.seed``, ``socket.keepalive.enable`` false, ``broker.address.family`` any), which are
+only checked: their other values are a ``ConfigError`` saying why. ``translate``
 walks a confluent config dict once: a Java key sparkafka knows and librdkafka has no property of that
 name is passed through (``max.block.ms``, ``buffer.memory``, ``ssl.context``); a consumer property is
 ignored with a warning, as librdkafka does; anything else is a ``ConfigError`` naming the property,
@@ -13,7 +16,10 @@ with the reason or the setting to use instead. Last, the timeouts: librdkafka ta
 Java wants ``delivery.timeout.ms >= linger.ms + request.timeout.ms``; so a message timeout below that sum
 lowers the ``request.timeout.ms`` passed on to ``message.timeout.ms - linger.ms`` (librdkafka too
 bounds a ProduceRequest's timeout by its first record's message timeout), and a ``linger.ms`` left at
-its default is lowered below the message timeout, as librdkafka does.
+its default is lowered below the message timeout, as librdkafka does. Java's ``request.timeout.ms`` is
+one timeout where librdkafka has two: ``socket.timeout.ms`` (how long the client waits for any request's
+response) and ``request.timeout.ms`` (the produce ack timeout sent to the broker); either sets it, and
+both set to different values is a ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -87,6 +93,18 @@ def _minus_one_is_forever(name: str, value: Any) -> Any:
     return INT32_MAX if number == -1 else value
 
 
+def _socket_timeout(name: str, value: Any) -> Any:
+    """librdkafka's ``socket.timeout.ms``: 10 .. 300000; a fraction is cut off, as librdkafka's parse of
+    "1.5" gives 1."""
+    number = _number(name, value)
+    if number is None:
+        return value  # ProducerConfig reports the type
+    whole = int(number)
+    if not 10 <= whole <= 300000:
+        raise ConfigError(f"{name!r} must be from 10 to 300000 (librdkafka's range), got {value!r}", name)
+    return whole
+
+
 def _codec(name: str, value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() == "inherit":
         return None  # the topic-level default: the producer's codec
@@ -133,6 +151,10 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     "message.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever),
     "delivery.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever),
     "request.timeout.ms": _Prop("request.timeout.ms"),
+    # librdkafka: "Default timeout for network requests" (its Metadata, InitProducerId, transaction
+    # requests; a ProduceRequest's too, bounded by its first record's message.timeout.ms); Java's
+    # request.timeout.ms is that timeout for every request (and the ack timeout of a ProduceRequest)
+    "socket.timeout.ms": _Prop("request.timeout.ms", _socket_timeout),
     "compression.type": _Prop("compression.type", _codec),
     "compression.codec": _Prop("compression.type", _codec),
     "compression.level": _Prop(None),
@@ -175,6 +197,21 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     "error_cb": _Prop(None),
     "logger": _Prop(None),
     "api.version.request": _Prop(None),
+    # librdkafka's log lines at or below this syslog level (default 6, info) reach `logger`: the compat
+    # Producer forwards sparkafka's records the same way (CompatSettings.log_level); without a logger
+    # sparkafka's records go to Python logging, whose configuration filters them, so it changes nothing
+    "log_level": _Prop(None),
+    # served by the compat Producer: only failed records' reports call on_delivery (CompatSettings)
+    "delivery.report.only.error": _Prop(None),
+    # librdkafka seeds the C library's PRNG (srand) once at startup when true (the default); sparkafka
+    # never uses that PRNG (its randomness, partitioners and backoff jitter, is Python's `random`, which the
+    # interpreter seeds from the OS at startup), so true and false alike change nothing: only checked to be
+    # a boolean
+    "enable.random.seed": _Prop(None),
+    # false (librdkafka's default) is sparkafka's behaviour: no SO_KEEPALIVE; true is refused
+    "socket.keepalive.enable": _Prop(None),
+    # any (librdkafka's default) is sparkafka's behaviour: every address a name resolves to; v4/v6 refused
+    "broker.address.family": _Prop(None),
 }
 """librdkafka property -> what it becomes (see the module docstring)."""
 
@@ -184,7 +221,7 @@ _NO_EQUIVALENT: Final[dict[str, str]] = {
                               "(Java's metric names)",
     "stats_cb": "librdkafka's statistics JSON has no equivalent: use producer.metrics() (Java's metric names)",
     "throttle_cb": "throttle events are not reported",
-    "debug": "use logging.getLogger('sparkafka').setLevel(logging.DEBUG)",
+    "debug": "use logging.getLogger('sparkafka').setLevel(logging.DEBUG) (and log_level 7 with a logger)",
     "enable.ssl.certificate.verification": "certificates are always verified: pass your own ssl.SSLContext "
                                            "as ssl.context to change that",
     "ssl.ca.pem": "write the PEM to a file and use ssl.ca.location, or pass an ssl.SSLContext as ssl.context",
@@ -244,6 +281,10 @@ class CompatSettings:
     error_cb: Callable[..., Any] | None = None
     logger: logging.Logger | None = None
     compression_level: int | None = None
+    log_level: int = 6
+    """The syslog level up to which sparkafka's records reach ``logger`` (librdkafka's default: 6, info)."""
+    dr_only_error: bool = False
+    """``delivery.report.only.error``: successful records' reports are served without calling back."""
     oauth_cb: Callable[..., Any] | None = None
     oauthbearer_config: str = ""
     java: dict[str, Any] = field(default_factory=dict)
@@ -326,6 +367,30 @@ def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
             raise ConfigError("'allow.auto.create.topics' false cannot be honoured: sparkafka's metadata "
                               "requests let the broker create a missing topic (as Java's producer does); turn "
                               "auto-creation off on the broker (auto.create.topics.enable=false) instead", name)
+    elif name == "log_level":
+        settings.log_level = _int(name, value, 0, 7)
+    elif name == "delivery.report.only.error":
+        # confluent-kafka's Python layer (not librdkafka) reads this one, and takes a bool only
+        if not isinstance(value, bool):
+            raise TypeError(f"Expected delivery.report.only.error to be bool type, not {type(value).__name__}")
+        settings.dr_only_error = value
+    elif name == "enable.random.seed":
+        _bool(name, value)  # no effect either way (see PROPERTIES)
+    elif name == "socket.keepalive.enable":
+        if _bool(name, value):
+            raise ConfigError("'socket.keepalive.enable' true cannot be honoured: sparkafka's connections do not "
+                              "set SO_KEEPALIVE and have no socket option setting; leave it false (a request "
+                              "without an answer fails the connection after request.timeout.ms, an idle one "
+                              "is closed after connections.max.idle.ms)", name)
+    elif name == "broker.address.family":
+        family = value.strip().lower() if isinstance(value, str) else None
+        if family not in ("any", "v4", "v6"):
+            raise ConfigError(f"'broker.address.family' must be any, v4 or v6, got {value!r}", name)
+        if family != "any":
+            raise ConfigError(f"'broker.address.family' {family} cannot be honoured: sparkafka connects to every "
+                              "address a broker's name resolves to, IPv4 and IPv6 alike (client.dns.lookup "
+                              "chooses no family); leave it any, or give bootstrap.servers and the brokers' "
+                              "advertised listeners addresses of the family you want", name)
     elif name == "api.version.request":
         if str(value).strip().lower() not in ("true", "1"):
             raise ConfigError("'api.version.request' false (brokers older than 0.10) is not supported: "
@@ -345,6 +410,15 @@ def _unsupported(name: str) -> ConfigError:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return ConfigError(f"property {name!r} is not a librdkafka producer property sparkafka can honour (no "
                        f"equivalent){hint}", name)
+
+
+_SHARED: Final[dict[str, str]] = {
+    "request.timeout.ms": ": sparkafka has one timeout for a request, Java's request.timeout.ms, both how long "
+                          "it waits for a response (librdkafka's socket.timeout.ms) and the ack timeout a "
+                          "ProduceRequest gives the broker (librdkafka's request.timeout.ms); set one of them, "
+                          "or both to the same value",
+}
+"""Why two librdkafka properties share one Java key, added to the error when they disagree."""
 
 
 def _plain_number(value: Any) -> float | None:
@@ -408,7 +482,7 @@ def translate(conf: Mapping[str, Any]) -> CompatSettings:
                 continue
             if prop.java in java and java[prop.java] != value:
                 raise ConfigError(f"{name!r} sets {prop.java!r}, which another property already set to a "
-                                  f"different value ({java[prop.java]!r})", name)
+                                  f"different value ({java[prop.java]!r}){_SHARED.get(prop.java, '')}", name)
             java[prop.java] = value
             names[prop.java] = name
         elif name in KEYS_BY_NAME:
