@@ -561,6 +561,25 @@ def test_a_callback_raising_anything_but_keyboard_interrupt_is_logged_and_the_re
     assert [f.result(0).offset for f in futures] == [5, 6, 7] and calls == [1, 2]
 
 
+def test_a_request_that_cannot_be_encoded_fails_its_batches_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Produce request whose fields the protocol cannot carry: its batches fail with that error in the
+    same loop and nothing is left marked as on the wire. The error left run_once after the batches were
+    drained and marked in a request, where they waited until delivery.timeout.ms (a partitioner's 1.0 was
+    one way there before send() refused non-int partitions)."""
+    import sparkafka.producer.sender as sender_module
+
+    def cannot(*args: object) -> None:
+        raise errors.ProtocolError("Produce partition index 1.0 of topic 't' must fit int32")
+
+    monkeypatch.setattr(sender_module, "encode_produce_request_parts", cannot)
+    rig = Rig()
+    futures = [rig.send(b"a", partition=0), rig.send(b"b", partition=1)]
+    assert rig.step() == []
+    for future in futures:
+        assert isinstance(future.exception(0), errors.ProtocolError)
+    assert not rig.sender.in_flight_batches and rig.accumulator.has_undrained() is False
+
+
 def test_a_callback_raising_keyboard_interrupt_propagates() -> None:
     rig = Rig()
 

@@ -397,8 +397,16 @@ class Sender:
             names_by_id = self._name_of  # this snapshot's: only grows, and a new snapshot gets a new dict
         # The pieces reference the batches' pooled buffers; client.send writes them or copies what the socket
         # did not take before it returns, so a batch expired or completed later can give its buffer back.
-        body = encode_produce_request_parts(version, self.transactional_id, self.acks, self.request_timeout_ms,
-                                            topics)
+        try:
+            body = encode_produce_request_parts(version, self.transactional_id, self.acks, self.request_timeout_ms,
+                                                topics)
+        except errors.KafkaError as exc:
+            # a field the request cannot carry: its batches fail now, as a request refused as a whole does,
+            # rather than wait for delivery.timeout.ms marked as sent in a request that never left
+            for b in batches:
+                b.in_request = False
+            self._fail_without_retry(batches, exc)
+            return
         self.metrics.record_request(len(batches), records, wire_bytes, uncompressed)
 
         def on_response(resp: ClientResponse) -> None:
