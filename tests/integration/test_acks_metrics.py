@@ -131,6 +131,7 @@ def test_retries_and_errors_show_in_metrics(mock_target: Target) -> None:
     m = producer.metrics()
     assert m["record-retry-total"] == 2 and m["record-retry-rate"] > 0
     assert m["record-error-total"] == 0
+    assert m["record-send-total"] == 4  # as Java's: per Produce request, so the warm-up once, the retried 3 times
     assert m["request-latency-max"] >= 45  # the 50 ms round trip
     other = mock_target.producer({"linger.ms": 0, "enable.idempotence": False, "retries": 0})
     other.partitions_for(topic)
@@ -138,7 +139,33 @@ def test_retries_and_errors_show_in_metrics(mock_target: Target) -> None:
     assert other.send(topic, value=b"refused").exception(10) is not None
     m = other.metrics()
     assert m["record-error-total"] == 1 and m["record-error-rate"] > 0
-    assert m["record-send-total"] == 0
+    assert m["record-send-total"] == 1  # it was sent (Java counts records put in requests), then refused
+
+
+def test_request_latency_samples_answers_only_and_the_compression_rate_averages_batches(
+        mock_target: Target) -> None:
+    """As Java's Sender: a request that timed out adds no latency sample (it added request.timeout.ms), and
+    compression-rate-avg is the average of the batches' ratios (it was total compressed over total
+    uncompressed bytes, headers included: a large well-compressed batch hid a small one)."""
+    mock = mock_target.mock
+    assert mock is not None
+    topic = mock_target.topic(1)
+    producer = mock_target.producer({"linger.ms": 0, "request.timeout.ms": 1000, "delivery.timeout.ms": 30_000,
+                                     "retry.backoff.ms": 10, "compression.type": "gzip"})
+    producer.send(topic, value=b"x" * 100_000).result(10)  # one batch, ratio ~0.001
+    producer.send(topic, value=b"y").result(10)  # one batch of one small record: ratio above 1
+    m = producer.metrics()
+    assert m["compression-rate-avg"] > 0.5, m["compression-rate-avg"]
+    before = m["request-latency-max"]
+    assert before < 1000
+    mock.broker_set_rtt(-1, 1500)  # past request.timeout.ms: the first attempt times out
+    future = producer.send(topic, value=b"late")
+    time.sleep(1.2)
+    mock.broker_set_rtt(-1, 0)
+    future.result(20)
+    m = producer.metrics()
+    assert m["record-retry-total"] >= 1  # the timed-out attempt was retried
+    assert m["request-latency-max"] < 1000, m["request-latency-max"]
 
 
 def test_topic_in_use_stays_in_metadata(mock_target: Target) -> None:

@@ -2,8 +2,12 @@
 
 How it works: the Sender thread updates plain counters (no locks: a metric may lag by one update); the
 errors ``send()`` raises or returns are counted by the sending threads under a lock (a rare path);
-``snapshot()`` turns them into Java-named values: rates are per second over the producer's lifetime
-window (reset by ``snapshot(reset_window=True)``), averages over all batches/requests seen.
+``snapshot()`` turns them into Java-named values, counted as Java's Sender counts them: records sent are
+the records put into Produce requests (a retry counts again, a record that then fails counts too),
+request latency is sampled from answered requests only (not a timeout, a disconnect or acks=0), the
+compression rate is the average of the batches' ratios (records' bytes, compressed over uncompressed, 1.0
+without compression). Unlike Java's (two 30 s samples), rates are per second over the producer's lifetime,
+averages over all batches/requests seen.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ class ProducerMetrics:
         self.records_in_requests = 0
         self.compressed_bytes = 0
         self.uncompressed_bytes = 0
+        self.compression_ratio_sum = 0.0
+        """The sum of the batches' compression ratios (Java's compression-rate sensor, an average of them)."""
         self.latency_total_ms = 0.0
         self.latency_count = 0
         self.latency_max_ms = 0.0
@@ -43,15 +49,17 @@ class ProducerMetrics:
         """How many record sends failed because ``buffer.memory`` stayed exhausted for ``max.block.ms``
         (the BufferPool's count; Java's "buffer-exhausted-records" sensor)."""
 
-    def record_request(self, batches: int, records: int, wire_bytes: int, uncompressed_bytes: int) -> None:
+    def record_request(self, batches: int, records: int, wire_bytes: int, uncompressed_bytes: int,
+                       compression_ratios: float | None = None) -> None:
         """One Produce request: its batch and record counts, the batches' bytes as sent and before
-        compression (61-byte headers included)."""
+        compression (61-byte headers included) and the sum of their compression ratios (None: 1.0 each)."""
         self.requests += 1
         self.batches_sent += batches
         self.records_in_requests += records
         self.batch_bytes += wire_bytes
         self.compressed_bytes += wire_bytes
         self.uncompressed_bytes += uncompressed_bytes
+        self.compression_ratio_sum += float(batches) if compression_ratios is None else compression_ratios
 
     def record_latency(self, ms: float) -> None:
         self.latency_total_ms += ms
@@ -79,16 +87,15 @@ class ProducerMetrics:
     def snapshot(self) -> dict[str, float]:
         elapsed_s = max((self.clock.monotonic_ms() - self.window_start_ms) / 1000.0, 1e-9)
         out: dict[str, float] = {
-            "record-send-total": float(self.records_sent),
-            "record-send-rate": self.records_sent / elapsed_s,
+            "record-send-total": float(self.records_in_requests),
+            "record-send-rate": self.records_in_requests / elapsed_s,
             "record-error-total": float(self.records_failed + self.send_errors),
             "record-error-rate": (self.records_failed + self.send_errors) / elapsed_s,
             "record-retry-total": float(self.records_retried),
             "record-retry-rate": self.records_retried / elapsed_s,
             "batch-size-avg": self.batch_bytes / self.batches_sent if self.batches_sent else 0.0,
             "records-per-request-avg": (self.records_in_requests / self.requests) if self.requests else 0.0,
-            "compression-rate-avg": (self.compressed_bytes / self.uncompressed_bytes)
-            if self.uncompressed_bytes else 1.0,
+            "compression-rate-avg": (self.compression_ratio_sum / self.batches_sent) if self.batches_sent else 1.0,
             "request-total": float(self.requests),
             "request-latency-avg": (self.latency_total_ms / self.latency_count) if self.latency_count else 0.0,
             "request-latency-max": self.latency_max_ms,

@@ -376,6 +376,7 @@ class Sender:
         by_topic: dict[str, list[tuple[int, Any]]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
         records = wire_bytes = uncompressed = 0
+        ratios = 0.0
         for b in batches:
             tp = b.tp
             wire = b.records_bytes
@@ -390,6 +391,7 @@ class Sender:
             wire_bytes += size
             raw = b.builder.uncompressed_bytes + RECORD_BATCH_OVERHEAD  # no max(): it costs ~750 instructions
             uncompressed += raw if raw > size else size
+            ratios += b.builder.actual_compression_ratio  # 1.0 without compression
         topics: list[tuple[Any, list[tuple[int, Any]]]] = list(by_topic.items())
         names_by_id: dict[bytes, str] | None = None
         if id_of is not None:
@@ -407,7 +409,7 @@ class Sender:
                 b.in_request = False
             self._fail_without_retry(batches, exc)
             return
-        self.metrics.record_request(len(batches), records, wire_bytes, uncompressed)
+        self.metrics.record_request(len(batches), records, wire_bytes, uncompressed, ratios)
 
         def on_response(resp: ClientResponse) -> None:
             self._handle_produce_response(resp, by_tp, names_by_id)
@@ -443,7 +445,8 @@ class Sender:
         now = self.clock.monotonic_ms()
         for batch in by_tp.values():
             batch.in_request = False
-        self.metrics.record_latency(resp.latency_ms)
+        if resp.error is None and resp.body is not None:  # Java's Sender: answered requests only
+            self.metrics.record_latency(resp.latency_ms)
         if resp.error is not None:
             exc = resp.error
             if isinstance(exc, (errors.UnsupportedVersionError, errors.AuthenticationError)):
