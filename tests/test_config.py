@@ -480,3 +480,19 @@ def test_frozen() -> None:
     cfg = make()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.linger_ms = 1  # type: ignore[misc]
+
+
+def test_metrics_push_off_and_no_reporters_are_accepted_as_what_sparkafka_does() -> None:
+    """A Java job's properties often say enable.metrics.push=false (Java 4.x pushes by default, KIP-714) and
+    list no metric.reporters: both describe sparkafka already and are accepted; turning either on stays a
+    ConfigError naming the key (both were refused whatever their value)."""
+    for off in (False, "false", " FALSE "):
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "enable.metrics.push": off})
+    for none in ("", [], ()):
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "metric.reporters": none})
+    ProducerConfig.from_mapping({"bootstrap.servers": "h:9092"}, enable_metrics_push=False)
+    with pytest.raises(ConfigError, match=r"enable\.metrics\.push.*KIP-714.*false is accepted") as info:
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "enable.metrics.push": True})
+    assert info.value.key == "enable.metrics.push"
+    with pytest.raises(ConfigError, match=r"metric\.reporters.*an empty list is accepted"):
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "metric.reporters": "com.example.Reporter"})

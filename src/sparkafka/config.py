@@ -219,10 +219,17 @@ _JAVA_ONLY: dict[str, str] = {
     "sasl.kerberos.service.name": "GSSAPI (Kerberos) is not supported",
     "sasl.login.callback.handler.class": "use sasl.oauthbearer.token.provider",
     "sasl.client.callback.handler.class": "use sasl.oauthbearer.token.provider",
-    "metric.reporters": "client metrics reporters are not implemented",
-    "enable.metrics.push": "client metrics push (KIP-714) is not implemented",
+    "metric.reporters": "client metrics reporters are not implemented (an empty list is accepted)",
+    "enable.metrics.push": "client metrics push (KIP-714) is not implemented (false is accepted)",
 }
 """Java producer keys sparkafka deliberately rejects, with what to use instead."""
+
+_AS_SPARKAFKA_DOES: dict[str, Callable[[Any], bool]] = {
+    "enable.metrics.push": lambda v: v is False or (isinstance(v, str) and v.strip().lower() == "false"),
+    "metric.reporters": lambda v: (isinstance(v, str) and not v.strip()) or (isinstance(v, (list, tuple)) and not v),
+}
+"""Keys of ``_JAVA_ONLY`` accepted (and ignored) at the value that says what sparkafka does anyway: no client
+metrics push (a Java job's properties often turn it off), no reporters."""
 
 _JAVA_ONLY_FAMILIES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("metrics.", "metric."), "Java's metrics settings are not implemented; producer.metrics() has no settings"),
@@ -548,6 +555,9 @@ class ProducerConfig:
         raw: dict[str, Any] = {}
         for source in (conf or {}, kwargs):
             for name, value in source.items():
+                said = _AS_SPARKAFKA_DOES.get(name.strip().replace("_", ".")) if isinstance(name, str) else None
+                if said is not None and said(value):
+                    continue
                 key = canonical_key(name)
                 if value is None:
                     continue
