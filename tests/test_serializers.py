@@ -168,6 +168,18 @@ def test_resolve_callables() -> None:
     assert resolve_serializer(f"{__name__}:upper_bytes", "value") is upper_bytes
 
 
+def test_a_java_shaped_serializer_with_a_defaulted_value_gets_the_topic_and_the_value() -> None:
+    """``def ser(topic, data=None)`` has one required parameter but Java's shape: it was called ``f(obj)``,
+    so the value landed in ``topic`` and every record became a tombstone (None) without an error."""
+    def java_shaped(topic: str, data: object = None) -> bytes | None:
+        return None if data is None else f"{topic}:{data}".encode()
+
+    assert resolve_serializer(java_shaped, "value")("t", 5) == b"t:5"
+    # a one-argument shape whose parameter is named otherwise, or that takes nothing more, stays f(obj)
+    assert resolve_serializer(lambda value, scale=2: str(value * scale).encode(), "value")("t", 5) == b"10"
+    assert resolve_serializer(lambda topic: str(topic).encode(), "value")("t", 5) == b"5"
+
+
 def test_resolve_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match=r"unknown value.serializer 'avro'") as info:
         resolve_serializer("avro", "value")

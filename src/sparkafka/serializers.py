@@ -294,17 +294,27 @@ def _positional_arity(func: Callable[..., Any]) -> tuple[int, int | None] | None
     return required, most
 
 
+def _first_positional_name(func: Callable[..., Any]) -> str | None:
+    for parameter in inspect.signature(func).parameters.values():
+        if parameter.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            return parameter.name
+    return None
+
+
 def _takes_one_argument(func: Callable[..., Any], key: str) -> bool:
     """Whether a serializer callable is called as ``f(obj)`` (kafka-python's shape) rather than
     ``f(topic, obj)`` (Java's ``Serializer.serialize``), decided once from its signature: one required
-    positional parameter means ``f(obj)`` (``str.encode``, ``json.dumps``, ``lambda v: ...``), two mean
-    ``f(topic, obj)``; with none required, what it accepts decides; without a signature, ``f(topic, obj)``."""
+    positional parameter means ``f(obj)`` (``str.encode``, ``lambda v: ...``) unless it is named ``topic`` and a
+    second may follow (``f(topic, data=None)``), two mean ``f(topic, obj)``; with none required, what it
+    accepts decides; without a signature, ``f(topic, obj)``."""
     arity = _positional_arity(func)
     if arity is None:
         return False
     required, most = arity
     if required == 1:
-        return True
+        # Java's shape with a defaulted value, f(topic, data=None): called f(obj), the value would land in
+        # ``topic`` and the call return a tombstone without a word
+        return not ((most is None or most >= 2) and _first_positional_name(func) == "topic")
     if required == 2:
         return False
     if required > 2:
