@@ -6,8 +6,12 @@ errors ``send()`` raises or returns are counted by the sending threads under a l
 the records put into Produce requests (a retry counts again, a record that then fails counts too),
 request latency is sampled from answered requests only (not a timeout, a disconnect or acks=0), the
 compression rate is the average of the batches' ratios (records' bytes, compressed over uncompressed, 1.0
-without compression). Unlike Java's (two 30 s samples), rates are per second over the producer's lifetime,
-averages over all batches/requests seen.
+without compression). Averages are over all batches/requests seen. Rates are Java's ``Rate`` over two
+samples of 30 s (``SampledStat``, ``metrics.sample.window.ms`` x ``metrics.num.samples``): a sample starts
+with the first event after the current one is 30 s old (``_Samples.advance``), a sample 60 s old is dropped
+when measured, and the rate divides what the kept samples counted by the time since the oldest began, plus
+30 s while that is under 30 s (``Rate.windowSize``): an idle producer's rates fall to 0 within a minute.
+The samples keep the counters' values where they began, so the events themselves stay plain increments.
 """
 
 from __future__ import annotations
@@ -20,6 +24,44 @@ from .._clock import Clock
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
+
+
+SAMPLE_WINDOW_MS = 30_000.0
+"""Java's ``metrics.sample.window.ms`` default (with ``metrics.num.samples`` 2)."""
+
+_Counts = tuple[float, float, float, float]
+"""The counters the rates are taken of: records sent, records failed, records retried, buffers exhausted."""
+
+
+class _Samples:
+    """Java's two-sample ``SampledStat`` of ``Rate`` for the counters of ``_Counts``, kept as the counters'
+    values where each sample began (the counters only grow)."""
+
+    __slots__ = ("_lock", "current", "previous")
+
+    def __init__(self, now: float, counts: _Counts) -> None:
+        self._lock = threading.Lock()
+        self.current: tuple[float, _Counts] = (now, counts)
+        self.previous: tuple[float, _Counts] | None = None
+
+    def advance(self, now: float, counts: _Counts) -> None:
+        """An event at ``now``: a new sample starts if the current one is a window old."""
+        with self._lock:
+            if now - self.current[0] >= SAMPLE_WINDOW_MS:
+                self.previous, self.current = self.current, (now, counts)
+
+    def rates(self, now: float, counts: _Counts) -> list[float]:
+        """Per second, each counter's growth over the kept samples (``Rate.measure``)."""
+        with self._lock:
+            if self.previous is not None and now - self.previous[0] >= 2 * SAMPLE_WINDOW_MS:
+                self.previous = None  # purgeObsoleteSamples: older than samples x window
+            if now - self.current[0] >= 2 * SAMPLE_WINDOW_MS:
+                self.current = (now, counts)
+            start, base = self.previous if self.previous is not None else self.current
+        elapsed = now - start
+        if elapsed < SAMPLE_WINDOW_MS:
+            elapsed += SAMPLE_WINDOW_MS  # Rate.windowSize: at least (samples - 1) full windows
+        return [(c - b) * 1000.0 / elapsed for c, b in zip(counts, base, strict=True)]
 
 
 class ProducerMetrics:
@@ -48,11 +90,24 @@ class ProducerMetrics:
         self.buffer_exhausted: Callable[[], int] = lambda: 0
         """How many record sends failed because ``buffer.memory`` stayed exhausted for ``max.block.ms``
         (the BufferPool's count; Java's "buffer-exhausted-records" sensor)."""
+        self._samples = _Samples(self.window_start_ms, (0.0, 0.0, 0.0, 0.0))
+
+    def _counts(self) -> _Counts:
+        return (float(self.records_in_requests), float(self.records_failed + self.send_errors),
+                float(self.records_retried), float(self.buffer_exhausted()))
+
+    def _event(self) -> None:
+        """A counter of ``_Counts`` is about to grow: start a new rate sample first if the current one is a
+        window old (a clock read per request or failed/retried batch, not per record)."""
+        now = self.clock.monotonic_ms()
+        if now - self._samples.current[0] >= SAMPLE_WINDOW_MS:
+            self._samples.advance(now, self._counts())
 
     def record_request(self, batches: int, records: int, wire_bytes: int, uncompressed_bytes: int,
                        compression_ratios: float | None = None) -> None:
         """One Produce request: its batch and record counts, the batches' bytes as sent and before
         compression (61-byte headers included) and the sum of their compression ratios (None: 1.0 each)."""
+        self._event()
         self.requests += 1
         self.batches_sent += batches
         self.records_in_requests += records
@@ -71,28 +126,32 @@ class ProducerMetrics:
         self.records_sent += batch.record_count
 
     def record_errors(self, n: int) -> None:
+        self._event()
         self.records_failed += n
 
     def record_send_errors(self, n: int) -> None:
-        """``n`` records failed in ``send()`` itself (any thread)."""
+        """``n`` records failed in ``send()`` itself (any thread; a buffer exhausted is one of them)."""
+        self._event()
         with self._send_errors_lock:
             self.send_errors += n
 
     def record_retry(self, n: int) -> None:
+        self._event()
         self.records_retried += n
 
     def record_split(self) -> None:
         self.splits += 1
 
     def snapshot(self) -> dict[str, float]:
-        elapsed_s = max((self.clock.monotonic_ms() - self.window_start_ms) / 1000.0, 1e-9)
+        counts = self._counts()
+        send_rate, error_rate, retry_rate, exhausted_rate = self._samples.rates(self.clock.monotonic_ms(), counts)
         out: dict[str, float] = {
-            "record-send-total": float(self.records_in_requests),
-            "record-send-rate": self.records_in_requests / elapsed_s,
-            "record-error-total": float(self.records_failed + self.send_errors),
-            "record-error-rate": (self.records_failed + self.send_errors) / elapsed_s,
-            "record-retry-total": float(self.records_retried),
-            "record-retry-rate": self.records_retried / elapsed_s,
+            "record-send-total": counts[0],
+            "record-send-rate": send_rate,
+            "record-error-total": counts[1],
+            "record-error-rate": error_rate,
+            "record-retry-total": counts[2],
+            "record-retry-rate": retry_rate,
             "batch-size-avg": self.batch_bytes / self.batches_sent if self.batches_sent else 0.0,
             "records-per-request-avg": (self.records_in_requests / self.requests) if self.requests else 0.0,
             "compression-rate-avg": (self.compression_ratio_sum / self.batches_sent) if self.batches_sent else 1.0,
@@ -101,9 +160,8 @@ class ProducerMetrics:
             "request-latency-max": self.latency_max_ms,
             "batch-split-total": float(self.splits),
         }
-        exhausted = self.buffer_exhausted()
-        out["buffer-exhausted-total"] = float(exhausted)
-        out["buffer-exhausted-rate"] = exhausted / elapsed_s
+        out["buffer-exhausted-total"] = counts[3]
+        out["buffer-exhausted-rate"] = exhausted_rate
         for name, fn in self.gauges.items():
             out[name] = float(fn())
         return out
