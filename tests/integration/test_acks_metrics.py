@@ -144,9 +144,10 @@ def test_retries_and_errors_show_in_metrics(mock_target: Target) -> None:
 
 def test_request_latency_samples_answers_only_and_the_compression_rate_averages_batches(
         mock_target: Target) -> None:
-    """As Java's Sender: a request that timed out adds no latency sample (it added request.timeout.ms), and
+    """As Java's Sender: a request that timed out adds no latency sample (it added request.timeout.ms),
     compression-rate-avg is the average of the batches' ratios (it was total compressed over total
-    uncompressed bytes, headers included: a large well-compressed batch hid a small one)."""
+    uncompressed bytes, headers included: a large well-compressed batch hid a small one), and request-total
+    counts every request sent (it counted Produce requests only)."""
     mock = mock_target.mock
     assert mock is not None
     topic = mock_target.topic(1)
@@ -156,6 +157,8 @@ def test_request_latency_samples_answers_only_and_the_compression_rate_averages_
     producer.send(topic, value=b"y").result(10)  # one batch of one small record: ratio above 1
     m = producer.metrics()
     assert m["compression-rate-avg"] > 0.5, m["compression-rate-avg"]
+    # request-total counts every request, as Java's (Metadata and InitProducerId too), not only the 2 Produce
+    assert m["request-total"] >= 4, m["request-total"]
     before = m["request-latency-max"]
     assert before < 1000
     mock.broker_set_rtt(-1, 1500)  # past request.timeout.ms: the first attempt times out

@@ -172,6 +172,8 @@ class NetworkClient:
         self._ready_once: set[int] = set()
         self._orphans: set[int] = set()
         self._completions: list[tuple[ResponseCallback, ClientResponse]] = []
+        self.requests_sent = 0
+        """Requests handed to a connection by ``send`` (the producer's request-total: every API, as Java's)."""
         self._disconnect_listeners: list[DisconnectListener] = []
         self._next_idle_check_ms = -math.inf
         self._closed = False
@@ -488,6 +490,7 @@ class NetworkClient:
             except errors.UnsupportedVersionError as exc:
                 self._completions.append((callback, ClientResponse(node_id, api_key, -1, -1, None, exc, 0.0)))
                 return
+        self.requests_sent += 1
         conn.send(
             api_key, version, body, callback, expect_response=expect_response, timeout_ms=timeout_ms, now=now
         )

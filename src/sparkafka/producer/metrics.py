@@ -155,7 +155,6 @@ class ProducerMetrics:
             "batch-size-avg": self.batch_bytes / self.batches_sent if self.batches_sent else 0.0,
             "records-per-request-avg": (self.records_in_requests / self.requests) if self.requests else 0.0,
             "compression-rate-avg": (self.compression_ratio_sum / self.batches_sent) if self.batches_sent else 1.0,
-            "request-total": float(self.requests),
             "request-latency-avg": (self.latency_total_ms / self.latency_count) if self.latency_count else 0.0,
             "request-latency-max": self.latency_max_ms,
             "batch-split-total": float(self.splits),

@@ -176,6 +176,7 @@ class KafkaProducer:
             "waiting-threads": lambda: float(self._accumulator.free.queued()),
             "bufferpool-wait-ratio": lambda: float(self._accumulator.free.wait_ratio()),
             "requests-in-flight": lambda: float(self._client.in_flight_count()),
+            "request-total": lambda: float(self._client.requests_sent),  # every API, as Java's Selector counts
         })
         self.metrics_registry.buffer_exhausted = lambda: self._accumulator.pool.exhausted_count
         updater = MetadataUpdater(self._metadata, self._client, clock=self._clock)
