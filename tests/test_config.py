@@ -488,7 +488,8 @@ def test_metrics_push_off_and_no_reporters_are_accepted_as_what_sparkafka_does()
     ConfigError naming the key (both were refused whatever their value)."""
     for off in (False, "false", " FALSE "):
         ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "enable.metrics.push": off})
-    for none in ("", [], ()):
+    nothing: tuple[object, ...] = ("", [], ())
+    for none in nothing:
         ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "metric.reporters": none})
     ProducerConfig.from_mapping({"bootstrap.servers": "h:9092"}, enable_metrics_push=False)
     with pytest.raises(ConfigError, match=r"enable\.metrics\.push.*KIP-714.*false is accepted") as info:
