@@ -47,7 +47,11 @@ def test_partition_order_equals_send_order(target: Target, keyed: bool) -> None:
     for f in futures:
         m = f.result(0)
         by_partition[m.partition].append(m.offset)
-    assert len(by_partition) >= 2
+    # seen once in CI (mock, sticky): all 4,000 records in one partition; say what the producer knew then
+    info = producer._accumulator._topics._map.get(topic)
+    assert len(by_partition) >= 2, (
+        {p: len(o) for p, o in by_partition.items()}, producer._metadata.fetch().available_partitions(topic),
+        producer._metadata.fetch().partition_count(topic), None if info is None else info.partitioner.load_stats)
     for partition, offsets in by_partition.items():
         assert offsets == list(range(len(offsets))), f"partition {partition}"
 
