@@ -215,6 +215,18 @@ def test_send_argument_type_errors_are_kafka_pythons(tansu: Any, unique_topic: C
         ours.close(5)
 
 
+def _errback_recorder() -> tuple[list[BaseException], threading.Event, Callable[[BaseException], None]]:
+    """An errback that records what it was given and sets the event."""
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def errback(exc: BaseException) -> None:
+        failed.append(exc)
+        done.set()
+
+    return failed, done, errback
+
+
 def test_a_failed_record_reaches_errbacks_and_get(mock_cluster: MockCluster, unique_topic: Callable[[str], str]
                                                   ) -> None:
     topic = unique_topic("fail")
@@ -223,14 +235,8 @@ def test_a_failed_record_reaches_errbacks_and_get(mock_cluster: MockCluster, uni
     try:
         producer.send(topic, b"first").get(30)
         mock_cluster.push_request_errors(ApiKey.PRODUCE, [87])  # INVALID_RECORD: not retriable
-        failed: list[BaseException] = []
-        done = threading.Event()
+        failed, done, errback = _errback_recorder()
         future = producer.send(topic, b"rejected")
-
-        def errback(exc: BaseException) -> None:
-            failed.append(exc)
-            done.set()
-
         future.add_errback(errback)
         future.add_callback(lambda md: pytest.fail("the callback of a failed record ran"))
         with pytest.raises(KafkaError) as info:
@@ -259,14 +265,8 @@ def test_an_expired_record_fails_retriable_as_kafka_pythons_timeout(mock_cluster
         producer.send(topic, b"warm").get(30)
         for broker in (1, 2, 3):
             mock_cluster.broker_set_down(broker)
-        failed: list[BaseException] = []
-        done = threading.Event()
+        failed, done, errback = _errback_recorder()
         future = producer.send(topic, b"v")
-
-        def errback(exc: BaseException) -> None:
-            failed.append(exc)
-            done.set()
-
         future.add_errback(errback)
         with pytest.raises(KafkaTimeoutError) as info:
             future.get(30)

@@ -423,16 +423,10 @@ _SHARED: Final[dict[str, str]] = {
 
 def _plain_number(value: Any) -> float | None:
     """A timeout's value as a number, or None (a bad value: ProducerConfig reports it)."""
-    if isinstance(value, bool):
+    try:
+        return _number("", value)
+    except ConfigError:
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
 
 
 def _fit_timeouts(java: dict[str, Any], names: Mapping[str, str]) -> None:
