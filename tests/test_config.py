@@ -193,6 +193,10 @@ def test_user_set_rejects_unknown_key() -> None:
         ("compression.gzip.level", 0, "'compression.gzip.level' must be between 1 and 9 or -1, got 0"),
         ("send.buffer.bytes", -2, "'send.buffer.bytes' must be >= -1, got -2"),
         ("batch.size", "abc", "'batch.size' must be an integer, got 'abc'"),
+        # Java's parseLong: ASCII digits only (Python's int() takes underscores and other scripts' digits)
+        ("batch.size", "16_384", "'batch.size' must be an integer, got '16_384'"),
+        ("linger.ms", "\u0665", "'linger.ms' must be an integer, got '\u0665'"),
+        ("linger.ms", "5.0", "'linger.ms' must be an integer, got '5.0'"),
     ],
 )
 def test_range_errors_name_key_and_limit(key: str, value: Any, message: str) -> None:
@@ -206,6 +210,7 @@ def test_range_edges_accepted() -> None:
                compression_lz4_level=17, send_buffer_bytes=-1, max_request_size=1, buffer_memory=1, batch_size=1)
     assert cfg.metadata_max_idle_ms == 5000 and cfg.compression_gzip_level == -1
     assert make(compression_gzip_level="9").compression_gzip_level == 9
+    assert make(linger_ms=" +5 ").linger_ms == 5  # parseLong(trim()) takes a sign
 
 
 def test_compression_level_follows_the_codec() -> None:

@@ -263,6 +263,9 @@ def _show(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+
 def _to_int(key: ConfigKey, value: Any) -> int:
     result: int
     if isinstance(value, bool):
@@ -272,10 +275,12 @@ def _to_int(key: ConfigKey, value: Any) -> int:
     elif isinstance(value, float) and value.is_integer():
         result = int(value)
     elif isinstance(value, str):
-        try:
-            result = int(value.strip())
-        except ValueError:
-            raise ConfigError(f"{key.name!r} must be an integer, got {value!r}", key.name) from None
+        # Java's parseLong after trim(): ASCII digits with an optional sign; Python's int() would also take
+        # "1_000" and other scripts' digits
+        text = value.strip()
+        if not _DECIMAL.fullmatch(text):
+            raise ConfigError(f"{key.name!r} must be an integer, got {value!r}", key.name)
+        result = int(text)
     else:
         raise ConfigError(f"{key.name!r} must be an integer, got {_show(value)}", key.name)
     if result in key.also:
