@@ -502,3 +502,15 @@ def test_metrics_push_off_and_no_reporters_are_accepted_as_what_sparkafka_does()
     assert info.value.key == "enable.metrics.push"
     with pytest.raises(ConfigError, match=r"metric\.reporters.*an empty list is accepted"):
         ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "metric.reporters": "com.example.Reporter"})
+
+
+def test_two_phase_commit_key_is_java_only_and_false_is_accepted() -> None:
+    """Kafka 4.x's transaction.two.phase.commit.enable (KIP-939): false (Java's default) describes sparkafka and
+    is accepted; true says what is missing and what the Spark sink does instead (it was "unknown config")."""
+    for off in (False, "false"):
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "transactional.id": "t",
+                                     "transaction.two.phase.commit.enable": off})
+    with pytest.raises(ConfigError, match=r"not supported by sparkafka.*KIP-939.*false is accepted") as info:
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "transactional.id": "t",
+                                     "transaction.two.phase.commit.enable": True})
+    assert info.value.key == "transaction.two.phase.commit.enable"

@@ -221,15 +221,20 @@ _JAVA_ONLY: dict[str, str] = {
     "sasl.client.callback.handler.class": "use sasl.oauthbearer.token.provider",
     "metric.reporters": "client metrics reporters are not implemented (an empty list is accepted)",
     "enable.metrics.push": "client metrics push (KIP-714) is not implemented (false is accepted)",
+    "transaction.two.phase.commit.enable": "transactions prepared for an external coordinator (KIP-939) are not "
+    "implemented (false is accepted); the Spark sink's exactly-once mode commits its tasks' transactions from the "
+    "driver with its own two-phase protocol",
 }
 """Java producer keys sparkafka deliberately rejects, with what to use instead."""
 
 _AS_SPARKAFKA_DOES: dict[str, Callable[[Any], bool]] = {
     "enable.metrics.push": lambda v: v is False or (isinstance(v, str) and v.strip().lower() == "false"),
     "metric.reporters": lambda v: (isinstance(v, str) and not v.strip()) or (isinstance(v, (list, tuple)) and not v),
+    "transaction.two.phase.commit.enable": lambda v: v is False or (isinstance(v, str) and v.strip().lower() == "false"),
 }
 """Keys of ``_JAVA_ONLY`` accepted (and ignored) at the value that says what sparkafka does anyway: no client
-metrics push (a Java job's properties often turn it off), no reporters."""
+metrics push (a Java job's properties often turn it off), no reporters, no KIP-939 two-phase commit (Java's
+default)."""
 
 _JAVA_ONLY_FAMILIES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("metrics.", "metric."), "Java's metrics settings are not implemented; producer.metrics() has no settings"),
