@@ -916,6 +916,33 @@ def _init_pid(rig: Rig, pid: int = 4242, epoch: int = 3) -> None:
     assert rig.tm is not None and rig.tm.has_producer_id()
 
 
+@pytest.mark.parametrize("backoff_ms", [100, 2000])
+def test_init_producer_id_is_retried_every_retry_backoff_ms(backoff_ms: int) -> None:
+    """Java retries an idempotent producer's InitProducerId after retry.backoff.ms each time (its
+    TxnRequestHandler's constant retryBackoffMs): it doubled here and stopped at a hard-coded 1000 ms, so
+    retry.backoff.ms 2000 retried after 1000 and the third attempt of 100 came 200 ms after the second."""
+    rig = Rig(idempotent=True, retry_backoff_ms=backoff_ms)
+    rig.send(b"x")
+
+    def init_requests() -> list[FakeRequest]:
+        return [r for r in rig.client.sent if r.api_key == ApiKey.INIT_PRODUCER_ID]
+
+    rig.step()
+    for attempt in range(1, 5):
+        assert len(init_requests()) == attempt
+        rig.client.respond(init_requests()[-1], {"throttle_time_ms": 0, "producer_id": -1, "producer_epoch": -1,
+                                                 "error_code": errors.COORDINATOR_NOT_AVAILABLE})
+        rig.step()  # the answer: a retriable error
+        rig.step(backoff_ms - 1)
+        assert len(init_requests()) == attempt, f"retry {attempt} came before retry.backoff.ms"
+        rig.step(1)
+    assert len(init_requests()) == 5
+    rig.client.respond(init_requests()[-1], {"throttle_time_ms": 0, "error_code": 0, "producer_id": 7,
+                                             "producer_epoch": 0})
+    rig.step()
+    assert rig.tm is not None and rig.tm.has_producer_id()
+
+
 @pytest.mark.parametrize(("transactional_id", "version"), [(None, 12), ("tx", 11)])
 def test_produce_version_against_a_broker_that_offers_13(transactional_id: str | None, version: int) -> None:
     # v13 names topics by id (none known here: v12); Produce 12 is transactions v2 (KIP-890), so a

@@ -113,7 +113,6 @@ class Sender:
         """Batches on the wire, per partition, in send order."""
         self._next_expiry_check_ms = -math.inf  # _expire scans when the clock reaches it
         self._init_pid_retry_at = -math.inf
-        self._init_pid_attempts = 0
         self._txn_request_in_flight: TxnRequest | None = None
         self._txn_node_wait: tuple[TxnRequest, float] | None = None
         self.thread: threading.Thread | None = None
@@ -646,12 +645,10 @@ class Sender:
         body = tm.init_producer_id_request()
 
         def on_response(resp: ClientResponse) -> None:
-            if tm.handle_idempotent_init_response(resp.body, resp.error):
-                self._init_pid_attempts = 0
-            else:
-                self._init_pid_attempts += 1
-                backoff = min(self.retry_backoff_ms * (2 ** min(self._init_pid_attempts - 1, 4)), 1000)
-                self._init_pid_retry_at = self.clock.monotonic_ms() + backoff
+            if not tm.handle_idempotent_init_response(resp.body, resp.error):
+                # Java retries it after retry.backoff.ms every time (TxnRequestHandler.retryBackoffMs; no
+                # exponential growth, no cap at retry.backoff.max.ms)
+                self._init_pid_retry_at = self.clock.monotonic_ms() + self.retry_backoff_ms
 
         self.client.send(node, ApiKey.INIT_PRODUCER_ID, body, expect_response=True, callback=on_response)
 
