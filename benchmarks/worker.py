@@ -33,7 +33,8 @@ peak RSS, latency percentiles) on stdout.
 if the accelerator was loaded anyway. ``--batch-stats`` (``scale.py``) adds what the producer batched:
 ``records_per_batch`` and ``batch_size_avg`` (bytes), the producer's memory bound ``buffer_memory`` and
 the resident set right before the send loop ``rss_before_mb``. sparkafka counts batches and records of
-its Produce requests exactly (``ProducerMetrics``); confluent-kafka gets ``statistics.interval.ms``
+its Produce requests exactly (``ProducerMetrics``) and also reports ``batches_per_request`` (the broker's
+cost is partly per request: the ceiling sends one batch per partition in each); confluent-kafka gets ``statistics.interval.ms``
 1000 and sums its topic's ``batchcnt``/``batchsize`` windows (their cost is in its CPU time; the last
 window is collected after the clock stops), its bound is ``queue.buffering.max.kbytes``; the Java
 producer reports Kafka's windowed ``batch-size-avg``, turned into records per batch with the size of
@@ -248,6 +249,7 @@ def _sparkafka_batches(producer: Any) -> dict[str, Any]:
     m = producer.metrics_registry
     return {"records_per_batch": m.records_in_requests / m.batches_sent if m.batches_sent else None,
             "batch_size_avg": m.batch_bytes / m.batches_sent if m.batches_sent else None,
+            "batches_per_request": m.batches_sent / m.requests if m.requests else None,
             "buffer_memory": int(producer.metrics()["buffer-total-bytes"])}
 
 
