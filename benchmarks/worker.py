@@ -34,9 +34,9 @@ if the accelerator was loaded anyway. ``--batch-stats`` (``scale.py``) adds what
 ``records_per_batch`` and ``batch_size_avg`` (bytes), the producer's memory bound ``buffer_memory`` and
 the resident set right before the send loop ``rss_before_mb``. sparkafka counts batches and records of
 its Produce requests exactly (``ProducerMetrics``) and also reports ``batches_per_request`` (the broker's
-cost is partly per request: the ceiling sends one batch per partition in each); confluent-kafka gets ``statistics.interval.ms``
-1000 and sums its topic's ``batchcnt``/``batchsize`` windows (their cost is in its CPU time; the last
-window is collected after the clock stops), its bound is ``queue.buffering.max.kbytes``; the Java
+cost is partly per request: the ceiling sends one batch per partition in each); confluent-kafka gets
+``statistics.interval.ms`` 1000 and sums its topic's ``batchcnt``/``batchsize`` windows (their cost is in
+its CPU time; the last window is collected after the clock stops), its bound is ``queue.buffering.max.kbytes``; the Java
 producer reports Kafka's windowed ``batch-size-avg``, turned into records per batch with the size of
 one record in a batch (``record_wire_size``).
 """

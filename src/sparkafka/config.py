@@ -227,10 +227,14 @@ _JAVA_ONLY: dict[str, str] = {
 }
 """Java producer keys sparkafka deliberately rejects, with what to use instead."""
 
+def _is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
+
+
 _AS_SPARKAFKA_DOES: dict[str, Callable[[Any], bool]] = {
-    "enable.metrics.push": lambda v: v is False or (isinstance(v, str) and v.strip().lower() == "false"),
+    "enable.metrics.push": _is_false,
     "metric.reporters": lambda v: (isinstance(v, str) and not v.strip()) or (isinstance(v, (list, tuple)) and not v),
-    "transaction.two.phase.commit.enable": lambda v: v is False or (isinstance(v, str) and v.strip().lower() == "false"),
+    "transaction.two.phase.commit.enable": _is_false,
 }
 """Keys of ``_JAVA_ONLY`` accepted (and ignored) at the value that says what sparkafka does anyway: no client
 metrics push (a Java job's properties often turn it off), no reporters, no KIP-939 two-phase commit (Java's
