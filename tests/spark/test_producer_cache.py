@@ -103,22 +103,26 @@ def test_pid_change_builds_a_fresh_producer_without_closing_the_inherited_one(
     assert child is not parent and not closed(parent) and len(factory.made) == 2
 
 
-def _child_lease(cache: ProducerCache, queue: multiprocessing.Queue[tuple[int, bool]]) -> None:
+def _child_lease(cache: ProducerCache, parents: FakeProducer,
+                 queue: multiprocessing.Queue[tuple[int, bool, bool]]) -> None:
     with cache.lease({"a": "1"}) as p:
-        queue.put((cache.created, isinstance(p, FakeProducer) and not p.closed))
+        queue.put((cache.created, p is not parents, isinstance(p, FakeProducer) and not p.closed))
 
 
 def test_real_fork_gets_its_own_producer() -> None:
+    """A forked child must not use the producer it inherited (its Sender thread did not survive the fork): it
+    builds its own. The child's copy of the parent's producer is the same object (fork copies memory), so
+    identity tells the two apart; ``created`` alone cannot (1 either way: reset then one more, or inherited)."""
     cache, factory, _ = make()
     with cache.lease({"a": "1"}):
         pass
     ctx = multiprocessing.get_context("fork")
-    queue: multiprocessing.Queue[tuple[int, bool]] = ctx.Queue()
-    proc = ctx.Process(target=_child_lease, args=(cache, queue))
+    queue: multiprocessing.Queue[tuple[int, bool, bool]] = ctx.Queue()
+    proc = ctx.Process(target=_child_lease, args=(cache, factory.made[0], queue))
     proc.start()
-    created_in_child, usable = queue.get(timeout=30)
+    created_in_child, own, usable = queue.get(timeout=30)
     proc.join(30)
-    assert created_in_child == 1 and usable  # the child built its own; the counter restarted
+    assert own and usable and created_in_child == 1  # the child built its own; the counter restarted
     assert cache.created == 1 and not factory.made[0].closed
 
 
