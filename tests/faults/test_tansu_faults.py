@@ -69,6 +69,8 @@ def test_the_broker_goes_down_and_comes_back(
     create_topic(proxy.address, topic, partitions=PARTITIONS)
     run = Scenario(proxy.address, topic)
     timers: list[threading.Timer] = []
+    lost: list[int] = []
+    run.producer._client.add_disconnect_listener(lambda node, error: lost.append(node))
 
     def bounce(index: int) -> None:
         if index in (25_000, 65_000):
@@ -78,8 +80,10 @@ def test_the_broker_goes_down_and_comes_back(
     run.send(RECORDS, every=5_000, hook=bounce)
     for timer in timers:
         timer.join()
+    lost_before_close = [node for node in lost if node >= 0]  # not the bootstrap connection; close() comes later
     report = run.finish()
     assert_clean(report, all_acknowledged=True)
+    assert lost_before_close, "the producer never lost its connection: the outages did not happen under it"
 
 
 def test_connections_cut_repeatedly(proxied_tansu: FaultProxy, unique_topic: Callable[[str], str]) -> None:
