@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,13 @@ from transactions.raw_log import committed_view, read_log
 pytestmark = [pytest.mark.timeout(120)]
 
 Report = tuple[KafkaError | None, Message]
+
+
+def _delivered_unserved(p: Producer) -> None:
+    """Every record produced so far acknowledged (those held for their topic's metadata sent first), the
+    reports queued but not served."""
+    assert p._hold.drain(30)
+    p._producer.flush(30)
 
 
 def collect() -> tuple[list[Report], Callable[[KafkaError | None, Message], None], list[int]]:
@@ -98,7 +106,7 @@ def test_reports_wait_for_poll_and_a_callback_error_leaves_poll(tansu: Any, uniq
     try:
         for i in range(5):
             p.produce(topic, str(i), callback=on_delivery)
-        p._producer.flush(30)  # every record acknowledged by the broker: reports are only queued
+        _delivered_unserved(p)  # every record acknowledged by the broker: reports are only queued
         assert seen == [] and len(p) == 5
         with pytest.raises(ValueError, match="callback failed"):
             p.poll(0)
@@ -119,7 +127,7 @@ def test_buffer_error_at_the_message_limit_until_reports_are_served(tansu: Any,
             p.produce(topic, b"x")
         with pytest.raises(BufferError, match="Local: Queue full"):
             p.produce(topic, b"x")
-        p._producer.flush(30)
+        _delivered_unserved(p)
         with pytest.raises(BufferError):  # delivered, but the reports were not served
             p.produce(topic, b"x")
         assert p.poll(0) == 3
@@ -540,7 +548,7 @@ def test_delivery_report_only_error_matches_confluent_kafka(mock_cluster: MockCl
         p.produce(topic, b"ok-1")
         p.produce(topic, b"ok-2", on_delivery=own)
         if name == "compat":
-            p._producer.flush(30)  # acknowledged by the broker; the reports are not served
+            _delivered_unserved(p)  # acknowledged by the broker; the reports are not served
         else:
             time.sleep(1.0)
         out.append(("queued", len(p) > 0))
@@ -581,3 +589,110 @@ def test_config_errors_are_kafka_exceptions_as_confluent_kafkas(conf: dict[str, 
         Producer({"bootstrap.servers": "127.0.0.1:1", **conf})
     assert ours.value.args[0].code() == theirs.value.args[0].code() == KafkaError._INVALID_ARG
     assert isinstance(ours.value, ConfigError) and ours.value.key == next(iter(conf))
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_produce_does_not_wait_for_a_topics_metadata() -> None:
+    """librdkafka's produce() never blocks: a record for a topic without metadata is queued and fails in its
+    report. KafkaProducer.send (Java's) waits max.block.ms in the caller's thread for it; the confluent layer
+    holds such a record instead (it waited there 2 s per produce() here, 60 s at the default)."""
+    bootstrap = f"127.0.0.1:{_unused_port()}"  # nobody answers: no metadata ever
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": bootstrap, "max.block.ms": 2000, "on_delivery": on_delivery})
+    real = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 2000})
+    try:
+        for producer in (p, real):
+            start = time.monotonic()
+            for topic in ("a", "b", "a"):
+                producer.produce(topic, b"v")
+            assert time.monotonic() - start < 0.5, type(producer)
+        assert len(p) == 3
+        assert p.flush(15) == 0
+    finally:
+        p.close(5)
+        real.purge()
+        real.flush(5)
+    assert sorted((err.code() if err else None, msg.topic()) for err, msg in reports) == [
+        (KafkaError._MSG_TIMED_OUT, "a"), (KafkaError._MSG_TIMED_OUT, "a"), (KafkaError._MSG_TIMED_OUT, "b")]
+
+
+def test_records_held_for_their_topics_metadata_keep_produce_order(
+        tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    """The first records of a new topic wait for its metadata while produce() goes on: every record of the
+    topic goes out in produce order (the held ones first), so each key's records are in order in the log."""
+    topic = unique_topic("held")
+    create_topic(tansu.bootstrap_servers, topic, partitions=3)
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "on_delivery": on_delivery})
+    try:
+        for i in range(3000):
+            p.produce(topic, str(i).encode(), key=f"k{i % 7}".encode())
+        assert len(p._hold) > 0 or reports == []  # the first ones were held (unless the metadata was quick)
+        assert p.flush(30) == 0
+    finally:
+        p.close(10)
+    assert len(reports) == 3000 and all(err is None for err, _ in reports)
+    by_key: dict[bytes, list[int]] = {}
+    for record in consume_all(tansu.bootstrap_servers, topic, expected_count=3000):
+        assert record.key is not None and record.value is not None
+        by_key.setdefault(record.key, []).append(int(record.value))
+    assert sum(map(len, by_key.values())) == 3000
+    for key, values in by_key.items():
+        assert values == sorted(values), key
+
+
+def test_abort_fails_the_records_held_for_metadata_and_commit_waits_for_them(
+        mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    """A transaction's records still waiting for their topic's metadata: abort_transaction() purges them
+    (_PURGE_QUEUE, not sent later into another transaction); commit_transaction() sends them first."""
+    topic = unique_topic("heldtxn")
+    mock_cluster.create_topic(topic, 3, 3)
+    mock_cluster.topic_set_error(topic, 3)  # UNKNOWN_TOPIC_OR_PARTITION: no metadata for now
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "transactional.id": f"{topic}-id",
+                  "on_delivery": on_delivery})
+    try:
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, f"aborted-{i}")
+        assert len(p._hold) == 5
+        p.abort_transaction(30)
+        assert [err.code() if err else None for err, _ in reports] == [KafkaError._PURGE_QUEUE] * 5 and len(p) == 0
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, f"committed-{i}")
+        threading.Timer(0.5, lambda: mock_cluster.topic_set_error(topic, 0)).start()  # the metadata comes
+        p.commit_transaction(30)
+        assert len(p) == 0 and len(reports) == 10 and all(err is None for err, _ in reports[5:])
+    finally:
+        p.close(10)
+    visible = sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic)))
+    assert visible == sorted(f"committed-{i}".encode() for i in range(5))
+
+
+def test_close_is_bounded_by_its_timeout(mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    """close(timeout) with records the brokers do not answer: about ``timeout``, not twice it (flush() and the
+    producer's close each waited the whole timeout)."""
+    topic = unique_topic("close")
+    mock_cluster.create_topic(topic, 1, 3)
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers})
+    p.produce(topic, b"warm")
+    assert p.flush(30) == 0
+    for broker in (1, 2, 3):
+        mock_cluster.broker_set_rtt(broker, 10_000)
+    try:
+        for _ in range(10):
+            p.produce(topic, b"v")
+        start = time.monotonic()
+        p.close(1.0)
+        elapsed = time.monotonic() - start
+    finally:
+        for broker in (1, 2, 3):
+            mock_cluster.broker_set_rtt(broker, 0)
+    assert 0.9 < elapsed < 1.7, elapsed

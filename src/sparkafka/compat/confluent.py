@@ -17,7 +17,12 @@ rest still queued. A report's accessors read as confluent-kafka's: no offset or 
 failed record's timestamp is ``(TIMESTAMP_NOT_AVAILABLE, -1)``. Errors librdkafka reports through the
 delivery report (the topic's metadata not available within ``max.block.ms``, an illegal topic name, an
 explicit partition the topic turns out not to have when its metadata is first fetched) become a failed
-report too; errors it raises from ``produce()`` raise ``KafkaException`` here (a record too large, a
+report too. As librdkafka's, ``produce()`` does not wait for a topic's metadata: a record for a topic the
+producer has no metadata for (a new topic; any topic after a rebootstrap) is held by a ``MetadataHold``
+(``confluent_hold``) and sent by its thread once the metadata arrives, in produce order per topic, or fails
+after ``max.block.ms`` (``message.timeout.ms`` if shorter); ``flush()`` and ``commit_transaction()`` wait
+for the held records first, ``purge()`` and ``abort_transaction()`` fail them with ``_PURGE_QUEUE``.
+Errors librdkafka raises from ``produce()`` raise ``KafkaException`` here (a record too large, a
 partition the topic is known not to have), and a full buffer (``buffer.memory`` for ``max.block.ms``)
 is ``BufferError``. (``KafkaProducer.send`` returns such errors in a failed future, Java's contract,
 after calling the callback in the producing thread: ``_delivered`` ignores that call, so ``produce()``
@@ -43,6 +48,7 @@ from typing import Any, Final, NoReturn, SupportsIndex
 
 from sparkafka import errors
 from sparkafka.compat.confluent_config import CompatSettings, translate
+from sparkafka.compat.confluent_hold import MetadataHold
 from sparkafka.compat.librdkafka_errors import (
     ConfigException,
     KafkaError,
@@ -292,6 +298,10 @@ class Producer:
             raise ConfigException(KafkaError._INVALID_ARG, str(exc), exc.key) from exc
         self._clock_ms = self._producer._clock.monotonic_ms
         self._wall_ms = self._producer._clock.wall_ms
+        cfg = self._producer.config
+        self._hold: MetadataHold[tuple[Message, int]] = MetadataHold(
+            self._producer._metadata, self._producer._client.wakeup, self._producer._clock,
+            min(cfg.max_block_ms, cfg.delivery_timeout_ms), send=self._release, fail=self._fail_held)
         self._default_callback: DeliveryCallback | None = settings.on_delivery
         self._dr_only_error = settings.dr_only_error
         # librdkafka: queue.buffering.max.messages 0 "disables this limit"
@@ -345,21 +355,11 @@ class Producer:
         message = Message(self, topic, key_bytes, value_bytes, header_list, timestamp, report, self._clock_ms(),
                           size)
         try:
-            explicit: int | None = None
             if partition != -1:
                 message._partition = partition  # a failure's report shows the partition asked for
-                explicit = self._check_partition(topic, partition)
-                if explicit is None:
-                    message._fail(KafkaError(KafkaError._UNKNOWN_PARTITION))
-                    return
-            message._producing = threading.get_ident()
-            try:
-                future = self._producer.send(topic, value_bytes, key_bytes, explicit, timestamp, header_list,
-                                             message._delivered)
-            finally:
-                message._producing = 0
-            if isinstance(future, FailedFuture):  # failed in send(): returned, as Java does, not raised
-                raise future.error.with_traceback(None)
+            if self._hold.take(topic, (message, partition)):
+                return  # no metadata for the topic yet: sent by the hold's thread (librdkafka never waits)
+            self._send(message, partition)
         except (errors.MetadataTimeoutError, errors.InvalidTopicNameError) as exc:
             message._delivered(None, exc)  # librdkafka reports these in the delivery report
         except BaseException as exc:
@@ -368,6 +368,36 @@ class Producer:
             if mapped is exc:
                 raise
             raise mapped from exc
+
+    def _send(self, message: Message, partition: int) -> None:
+        """Hand a record to ``KafkaProducer.send``; what ``send()`` fails it with is raised."""
+        explicit: int | None = None
+        if partition != -1:
+            explicit = self._check_partition(message._topic, partition)
+            if explicit is None:
+                message._fail(KafkaError(KafkaError._UNKNOWN_PARTITION))
+                return
+        message._producing = threading.get_ident()
+        try:
+            future = self._producer.send(message._topic, message._value, message._key, explicit, message._timestamp,
+                                         message._headers, message._delivered)
+        finally:
+            message._producing = 0
+        if isinstance(future, FailedFuture):  # failed in send(): returned, as Java does, not raised
+            raise future.error.with_traceback(None)
+
+    def _release(self, held: tuple[Message, int]) -> None:
+        """Send a record the hold kept (its thread): ``produce()`` has returned, so a failure is reported."""
+        message, partition = held
+        try:
+            self._send(message, partition)
+        except KafkaException as exc:
+            message._fail(exc.args[0])
+        except BaseException as exc:
+            message._delivered(None, exc)
+
+    def _fail_held(self, held: tuple[Message, int], error: BaseException) -> None:
+        held[0]._delivered(None, error)
 
     def _check_partition(self, topic: str, partition: int) -> int | None:
         """librdkafka refuses a partition it knows does not exist at once (_UNKNOWN_PARTITION raised).
@@ -475,6 +505,8 @@ class Producer:
         """Wait until every queued record is delivered and its report served, or ``timeout`` seconds
         (None or -1: as long as it takes); returns the number still queued."""
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
+        # records held for their topic's metadata first: flush() covers every record produced before it
+        self._hold.drain(None if deadline is None else max(0.0, deadline - time.monotonic()))
         try:
             self._producer.flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
         except errors.KafkaError:
@@ -500,6 +532,7 @@ class Producer:
                 KafkaError._STATE, "purge() of a transactional producer: use abort_transaction(), which fails "
                 "the queued records"))
         if in_queue:
+            self._hold.fail_all(PurgedError("purged by purge() while waiting for its topic's metadata"))
             self._producer._accumulator.purge_unsent(PurgedError("purged from the queue by purge()"))
 
     # ------------------------------------------------------------------ metadata
@@ -537,9 +570,18 @@ class Producer:
         self._aborting = False
 
     def commit_transaction(self, timeout: float | None = None) -> None:
-        """Flush, then commit (delivery reports are served from here too)."""
+        """Flush, then commit (delivery reports are served from here too). Records held for their topic's
+        metadata join the transaction first: a commit that cannot wait for them times out (retriable)."""
+        if timeout is not None and timeout < 0:
+            timeout = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._hold.drain(timeout):
+            raise KafkaException(KafkaError(
+                KafkaError._TIMED_OUT, f"commit_transaction() timed out after {timeout}s: {len(self._hold)} "
+                "record(s) still wait for their topic's metadata", False, True, False))
         try:
-            self._txn(self._producer.commit_transaction, timeout)
+            self._txn(self._producer.commit_transaction,
+                      None if deadline is None else max(0.0, deadline - time.monotonic()))
         finally:
             self._serve()
 
@@ -547,6 +589,7 @@ class Producer:
         """Fail the records not sent yet (_PURGE_QUEUE, as librdkafka's purge) and abort (their reports
         are served from here too)."""
         self._aborting = True
+        self._hold.fail_all(PurgedError("purged by abort_transaction() while waiting for its topic's metadata"))
         try:
             self._txn(self._producer.abort_transaction, timeout)
         finally:
@@ -601,11 +644,17 @@ class Producer:
         """Flush (serving the reports), then stop the producer. Returns True."""
         if self._closed:
             return True
+        if timeout is not None and timeout < 0:
+            timeout = None
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             self.flush(timeout)
         finally:
             self._closed = True
-            self._producer.close(timeout)
+            self._hold.close(errors.ProducerClosedError(
+                "the producer was closed while the record waited for its topic's metadata"))
+            # the time flush() left: close(timeout) is bounded by timeout, not twice it
+            self._producer.close(None if deadline is None else max(0.0, deadline - time.monotonic()))
             self._serve()
             if self._bridge is not None:
                 logging.getLogger("sparkafka").removeHandler(self._bridge)
