@@ -169,6 +169,22 @@ def test_null_header_key_inside_a_dictionary_is_refused(broker: Any, new_topic: 
     assert [(r.value, r.headers) for r in records] == [(b"a", [("h", b"1")])]
 
 
+def test_a_null_key_inside_a_dictionary_goes_to_the_sticky_partitioner(
+        path: str, broker: Any, new_topic: Callable[[int], str], producer: KafkaProducer) -> None:
+    """Defect (fixed): a dictionary-encoded key column whose dictionary holds a null has null_count 0, so
+    the rows with that key kept partition -1 from the key hash and were queued there: never sent, they
+    failed at delivery.timeout.ms (120 s by default). A null key is the sticky partitioner's, as in send()."""
+    keys = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, 0], pa.int8()), pa.array([b"k", None]))
+    topic = new_topic(3)
+    report = producer.send_arrow(topic, pa.record_batch({"value": pa.array([b"a", b"b", b"c", b"d"]),
+                                                         "key": keys})).wait(30)
+    assert (report.acknowledged, report.failed, report.first_error) == (4, 0, None)
+    records = consume_all(broker.bootstrap_servers, topic, expected_count=4, timeout=30)
+    assert sorted((r.value, r.key) for r in records) == [(b"a", b"k"), (b"b", None), (b"c", None), (b"d", b"k")]
+    keyed = {r.partition for r in records if r.key is not None}
+    assert keyed == {partition_for_key_py(b"k", 3)}
+
+
 def test_a_chunked_table_is_sent_like_its_rows(path: str, broker: Any, new_topic: Callable[[int], str],
                                                producer: KafkaProducer) -> None:
     """Defect (fixed): a ``pa.Table`` (chunked columns) failed with AttributeError ('ChunkedArray' object

@@ -74,6 +74,12 @@ class BulkAppend(NamedTuple):
     error: KafkaError | None
 
 
+def _has_nulls(arr: pa.Array) -> bool:
+    """Whether some row may be null: a dictionary's ``null_count`` misses the null entries of its dictionary
+    (an unused one only costs the sticky pass a look at every row)."""
+    return bool(arr.null_count) or (pa.types.is_dictionary(arr.type) and bool(arr.dictionary.null_count))
+
+
 def key_partitions(keys: pa.Array, num_partitions: int) -> pa.Array:
     """murmur2 partition of each key as an int32 array, -1 where the key is null."""
     if num_partitions < 1:
@@ -180,7 +186,7 @@ def choose_partitions(
         parts = int32_array(chosen)
     elif keys is not None and not ignore_keys:
         parts = key_partitions(keys, num_partitions)
-        if explicit is None and not keys.null_count:
+        if explicit is None and not _has_nulls(keys):
             return parts  # every row has a key: the sticky partitioner has nothing to place
     else:
         parts = full(n, -1, _INT32)
