@@ -514,3 +514,33 @@ def test_two_phase_commit_key_is_java_only_and_false_is_accepted() -> None:
         ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", "transactional.id": "t",
                                      "transaction.two.phase.commit.enable": True})
     assert info.value.key == "transaction.two.phase.commit.enable"
+
+
+@pytest.mark.parametrize("conf", ["127.0.0.1:9092", 5, [("bootstrap.servers", "h:9092")]])
+def test_a_config_that_is_not_a_mapping_is_a_config_error(conf: Any) -> None:
+    """It leaked AttributeError ('str' object has no attribute 'items')."""
+    with pytest.raises(ConfigError, match="the config must be a mapping"):
+        ProducerConfig.from_mapping(conf)
+
+
+@pytest.mark.parametrize("key", ["client.id", "transactional.id"])
+def test_strings_sent_as_kafka_strings_are_held_to_their_int16_length(key: str) -> None:
+    """client.id and transactional.id go on the wire as Kafka STRINGs (int16 length): 40,000 UTF-8 bytes were
+    accepted and then every request failed to encode in the I/O thread (logged over and over, sends timed out
+    with MetadataTimeoutError); a lone surrogate cannot be encoded at all."""
+    ok = {"bootstrap.servers": "h:9092", key: "\u00e9" * 16383}  # 32,766 bytes
+    assert getattr(ProducerConfig.from_mapping(ok), key.replace(".", "_")) == "\u00e9" * 16383
+    with pytest.raises(ConfigError, match=f"'{key}' must be at most 32767 UTF-8 bytes, got 40000") as info:
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", key: "\u00e9" * 20000})
+    assert info.value.key == key
+    with pytest.raises(ConfigError, match=f"'{key}' must be encodable as UTF-8"):
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", key: "a\ud800"})
+
+
+@pytest.mark.parametrize("key", ["request.timeout.ms", "socket.connection.setup.timeout.ms",
+                                 "socket.connection.setup.timeout.max.ms"])
+def test_timeouts_the_network_client_refuses_are_refused_by_the_config(key: str) -> None:
+    """0 passed the config table (Java's atLeast(0)) and failed in KafkaProducer's constructor: a config
+    validated on a Spark driver could then fail on the executors."""
+    with pytest.raises(ConfigError, match=f"'{key}' must be >= 1, got 0"):
+        ProducerConfig.from_mapping({"bootstrap.servers": "h:9092", key: 0})

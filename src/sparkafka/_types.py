@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+MAX_STRING_BYTES = (1 << 15) - 1
+"""The most UTF-8 bytes of a Kafka STRING (int16 length prefix), e.g. client.id and transactional.id."""
+
 TopicPartition = tuple[str, int]
 """``(topic, partition)``."""
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
+from sparkafka._types import MAX_STRING_BYTES
 from sparkafka.errors import ConfigError
 from sparkafka.serializers import (
     Serializer,
@@ -73,6 +74,7 @@ class ConfigKey:
     doc: str
     min: int | None = None
     max: int | None = None
+    """For numbers the largest value; for strings the most UTF-8 bytes."""
     also: tuple[int, ...] = ()
     """Values allowed outside ``[min, max]`` (gzip's -1)."""
     choices: tuple[str, ...] = ()
@@ -101,7 +103,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("bootstrap.servers", "servers", (), "host:port pairs used for the first metadata request "
        "(list or comma-separated string; IPv6 as [addr]:port).", nullable=True),
     _k("client.id", "str", "", "Name sent with every request for broker-side logging; "
-       "empty means producer-<transactional.id> or producer-<n>."),
+       "empty means producer-<transactional.id> or producer-<n>.", max=MAX_STRING_BYTES),
     _k("client.dns.lookup", "enum", "use_all_dns_ips", "Try every resolved address of a host in turn, "
        "or resolve bootstrap names to their canonical names first.",
        choices=("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
@@ -114,7 +116,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("max.in.flight.requests.per.connection", "int", 5, "Unanswered requests allowed per broker "
        "connection; at most 5 with idempotence.", min=1),
     _k("transactional.id", "str", None, "Stable id enabling transactions (implies idempotence).",
-       nullable=True),
+       nullable=True, max=MAX_STRING_BYTES),
     _k("transaction.timeout.ms", "int", 60000, "Time the coordinator lets a transaction stay open "
        "before aborting it.", min=1),
     # batching and memory
@@ -135,7 +137,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("compression.zstd.level", "int", 3, "zstd level -131072..22.", min=-131072, max=22),
     # timeouts and backoff
     _k("request.timeout.ms", "int", 30000, "How long to wait for a response before the request "
-       "(and its connection) is failed.", min=0),
+       "(and its connection) is failed (Java also takes 0, which fails every request at once).", min=1),
     _k("delivery.timeout.ms", "int", 120000, "Upper bound from send() to success or failure, "
        "retries included; must be >= linger.ms + request.timeout.ms.", min=0),
     _k("retry.backoff.ms", "long", 100, "First wait before retrying a failed request; doubles "
@@ -145,9 +147,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
        "reconnect.backoff.max.ms.", min=0),
     _k("reconnect.backoff.max.ms", "long", 1000, "Ceiling of the reconnect backoff.", min=0),
     _k("socket.connection.setup.timeout.ms", "long", 10000, "Time allowed for a TCP (and TLS) "
-       "connection to be established; grows per failure.", min=0),
+       "connection to be established; grows per failure (Java also takes 0).", min=1),
     _k("socket.connection.setup.timeout.max.ms", "long", 30000, "Ceiling of the connection setup "
-       "timeout.", min=0),
+       "timeout.", min=1),
     _k("connections.max.idle.ms", "long", 540000, "Close connections idle for this long.", min=-1),
     _k("send.buffer.bytes", "int", 131072, "SO_SNDBUF; -1 keeps the OS default.", min=-1),
     _k("receive.buffer.bytes", "int", 32768, "SO_RCVBUF; -1 keeps the OS default.", min=-1),
@@ -323,6 +325,13 @@ def _to_str(key: ConfigKey, value: Any) -> str:
         raise ConfigError(f"{key.name!r} must be a string, got {_show(value)}", key.name)
     if key.nullable and not value.strip():
         raise ConfigError(f"{key.name!r} must be a non-empty string (leave it unset instead)", key.name)
+    if key.max is not None:  # sent as a Kafka STRING
+        try:
+            size = len(value.encode())
+        except UnicodeEncodeError:
+            raise ConfigError(f"{key.name!r} must be encodable as UTF-8, got {value!r:.60}", key.name) from None
+        if size > key.max:
+            raise ConfigError(f"{key.name!r} must be at most {key.max} UTF-8 bytes, got {size}", key.name)
     return value
 
 
@@ -566,6 +575,9 @@ class ProducerConfig:
         ``allow_empty_bootstrap=True`` accepts a missing ``bootstrap.servers`` (the caller will start
         an embedded broker). Raises ``ConfigError`` (with ``.key``) on any bad or conflicting value.
         """
+        if conf is not None and not isinstance(conf, Mapping):
+            raise ConfigError(f"the config must be a mapping of keys to values (e.g. {{'bootstrap.servers': "
+                              f"'host:9092'}}), got {_show(conf)}")
         raw: dict[str, Any] = {}
         for source in (conf or {}, kwargs):
             for name, value in source.items():

@@ -27,6 +27,7 @@ import uuid as _uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from sparkafka._types import MAX_STRING_BYTES as MAX_STRING_BYTES  # the rule the config checks too
 from sparkafka.errors import ProtocolError
 
 Buffer = bytes | bytearray | memoryview
@@ -51,7 +52,6 @@ INT_LIMITS: dict[str, tuple[int, int]] = {
     "uint16": (0, (1 << 16) - 1),
     "uint32": (0, (1 << 32) - 1),
 }
-MAX_STRING_BYTES = (1 << 15) - 1  # int16 length prefix
 
 
 # ---------------------------------------------------------------------------------------------
