@@ -9,6 +9,7 @@ hold, these tests fail before send() silently misbehaves.
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any, cast
 
 import pytest
@@ -323,5 +324,26 @@ def test_a_partition_of_another_integer_type_is_taken_and_anything_else_is_refus
             with pytest.raises(errors.InvalidRecordInputError, match="the partitioner's partition must be an int"):
                 producer.send("t", b"v", b"k")
         assert [(pq.tp, type(pq.tp[1])) for pq in producer._accumulator._all_queues()] == [(("t", 2), int)]
+    finally:
+        producer.close(0)
+
+
+def test_a_partition_beyond_int32_and_an_unencodable_header_value_are_refused_at_once() -> None:
+    """Found by an input review: a partition above 2**31-1 (no topic can have it; Java's is an Integer) waited
+    max.block.ms for the topic to grow and failed with a MetadataTimeoutError naming the huge number; a str
+    header value with a lone surrogate leaked UnicodeEncodeError (a bad header key was already refused)."""
+    producer = _unreachable_producer({"max.block.ms": 60_000}, {"t": 4})
+    try:
+        for partition in (2**31, 2**64):
+            started = time.monotonic()
+            with pytest.raises(errors.InvalidRecordInputError, match=f"partition {partition} is above 2147483647"):
+                producer.send("t", b"v", partition=partition)
+            assert time.monotonic() - started < 5
+    finally:
+        producer.close(0)
+    producer = _unreachable_producer({}, {"t": 4})
+    try:
+        with pytest.raises(errors.InvalidRecordInputError, match="header 'a' value must be a str encodable as UTF-8"):
+            producer.send("t", b"v", headers=[("a", "\ud800")])
     finally:
         producer.close(0)

@@ -26,7 +26,7 @@ from .._clock import SYSTEM_CLOCK, Clock, wait_seconds
 from .._topic import validate_topic_name
 from .._types import ClusterView
 from ..accel import ACCEL
-from ..config import ProducerConfig
+from ..config import INT32_MAX, ProducerConfig
 from ..net.addresses import canonical_bootstrap_servers
 from ..net.client import NetworkClient
 from ..net.metadata import Metadata, MetadataUpdater
@@ -355,6 +355,9 @@ class KafkaProducer:
         cluster: ClusterView = snapshot
         waited_ms = 0.0
         if n is None or (partition is not None and partition >= n):
+            if partition is not None and partition > INT32_MAX:  # no topic has it: no point waiting
+                raise errors.InvalidRecordInputError(
+                    f"partition {partition} is above {INT32_MAX}, the largest partition number (an int32)")
             started = self._clock.monotonic_ms()
             cluster, n = self._wait_on_metadata(topic, partition)
             waited_ms = self._clock.monotonic_ms() - started
@@ -749,7 +752,11 @@ def _check_headers(headers: Headers) -> list[tuple[str, bytes | None]]:
             if isinstance(v, (bytearray, memoryview)):
                 v = bytes(v)
             elif isinstance(v, str):
-                v = v.encode()
+                try:
+                    v = v.encode()
+                except UnicodeEncodeError:
+                    raise errors.InvalidRecordInputError(
+                        f"header {k!r} value must be a str encodable as UTF-8, got {v!r:.60}") from None
             else:
                 raise errors.InvalidRecordInputError(
                     f"header {k!r} value must be bytes, str or None, got {type(v).__name__}")
