@@ -51,6 +51,20 @@ class ManualClock:
 SYSTEM_CLOCK = SystemClock()
 
 
+def timeout_seconds(value: object, what: str, *, negative_ok: bool = False) -> float | None:
+    """A public method's ``timeout`` argument checked before anything starts: None, or a number of seconds
+    (a bool, a str or NaN is a TypeError / ValueError naming ``what``; a negative one a ValueError unless
+    ``negative_ok``: a future's ``result(-1)`` gives up at once, as ``concurrent.futures``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} timeout must be a number of seconds or None, got {type(value).__name__} "
+                        f"{value!r:.60}")
+    if value != value or (value < 0 and not negative_ok):
+        raise ValueError(f"{what} timeout must be >= 0 seconds or None, got {value!r}")
+    return float(value)
+
+
 def wait_seconds(seconds: float | None) -> float | None:
     """A timeout for ``threading``'s waits and joins: None stays None (forever); one longer than
     ``threading.TIMEOUT_MAX`` (~292 years on Linux) is cut to it, where Python would raise OverflowError.

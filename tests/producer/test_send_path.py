@@ -9,7 +9,9 @@ hold, these tests fail before send() silently misbehaves.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -345,5 +347,33 @@ def test_a_partition_beyond_int32_and_an_unencodable_header_value_are_refused_at
     try:
         with pytest.raises(errors.InvalidRecordInputError, match="header 'a' value must be a str encodable as UTF-8"):
             producer.send("t", b"v", headers=[("a", "\ud800")])
+    finally:
+        producer.close(0)
+
+
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_before_anything_starts() -> None:
+    """Found by an input review: flush('x'), result('x'), close('x') leaked TypeErrors from deep inside
+    ('<' not supported between str and int), close(-1) a bare ValueError, flush(-1) waited and raised
+    KafkaTimeoutError 'timed out after -1s'. Now each names the method and the limit, before anything starts
+    (a commit with a bad timeout is not begun)."""
+    producer = _unreachable_producer({}, {"t": 4})
+    try:
+        future = producer.send("t", b"v")
+        assert not future.done()
+        calls: list[tuple[str, Callable[[Any], object]]] = [
+            ("flush()", producer.flush), ("close()", producer.close), ("result()/exception()", future.result),
+            ("result()/exception()", future.exception), ("commit_transaction()", producer.commit_transaction),
+            ("init_transactions()", producer.init_transactions), ("abort_transaction()", producer.abort_transaction)]
+        for what, call in calls:
+            for bad in ("1", True, [1]):
+                with pytest.raises(TypeError, match=re.escape(f"{what} timeout must be a number of seconds or None")):
+                    call(bad)
+            with pytest.raises(ValueError, match=re.escape(f"{what} timeout must be >= 0 seconds or None, got nan")):
+                call(float("nan"))
+        for what, call in calls[:2]:
+            with pytest.raises(ValueError, match=re.escape(f"{what} timeout must be >= 0 seconds or None, got -1")):
+                call(-1)
+        with pytest.raises(errors.KafkaTimeoutError):
+            future.result(-1)  # gives up at once, as concurrent.futures
     finally:
         producer.close(0)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sparkafka._clock import wait_seconds
+from sparkafka._clock import timeout_seconds, wait_seconds
 from sparkafka.accel import ACCEL
 from sparkafka.errors import KafkaTimeoutError
 
@@ -317,6 +317,7 @@ class FutureRecordMetadata(_FutureState):
         result, index = self._resolve()
         if result.finished or result.done_for_caller():
             return result, index
+        timeout = timeout_seconds(timeout, "result()/exception()", negative_ok=True)
         if timeout is None:
             while True:
                 result.wait(None)

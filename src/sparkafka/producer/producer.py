@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 from .. import errors
-from .._clock import SYSTEM_CLOCK, Clock, wait_seconds
+from .._clock import SYSTEM_CLOCK, Clock, timeout_seconds, wait_seconds
 from .._topic import validate_topic_name
 from .._types import ClusterView
 from ..accel import ACCEL
@@ -517,6 +517,7 @@ class KafkaProducer:
         """Block until every record sent before this call is complete (acknowledged or failed).
 
         Raises KafkaTimeoutError if that takes longer than ``timeout`` seconds."""
+        timeout = timeout_seconds(timeout, "flush()")
         if self._closed:
             return
         if self._forked_from is not None:
@@ -539,8 +540,7 @@ class KafkaProducer:
         Java's Sender does, unless ``timeout`` is 0 (a forced close): then it stays open for another
         process to end by its handle (``producer.txn_commit``), or for its coordinator to abort after
         ``transaction.timeout.ms``."""
-        if timeout is not None and not timeout >= 0:
-            raise ValueError(f"close() timeout must be >= 0 seconds or None, got {timeout!r}")
+        timeout = timeout_seconds(timeout, "close()")
         if self._forked_from is not None:
             self._set_closing()
             self._closed = True
@@ -616,6 +616,7 @@ class KafkaProducer:
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Register the transactional.id with its coordinator, fencing older producers with it."""
+        timeout = timeout_seconds(timeout, "init_transactions()")
         tm = self._txn()
         result = tm.initialize_transactions()
         self._client.wakeup()
@@ -633,12 +634,14 @@ class KafkaProducer:
 
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, then commit. Raises if any record of the transaction failed (then abort)."""
+        timeout = timeout_seconds(timeout, "commit_transaction()")
         tm = self._txn()
         result = tm.begin_commit()
         self._client.wakeup()
         result.wait(timeout if timeout is not None else self._max_block_ms / 1000.0)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
+        timeout = timeout_seconds(timeout, "abort_transaction()")
         tm = self._txn()
         result = tm.begin_abort()
         self._client.wakeup()
@@ -655,6 +658,7 @@ class KafkaProducer:
         confluent-kafka's ``consumer.consumer_group_metadata()``, kafka-python's ``consumer.group_metadata()``
         or a group id. Waits up to ``timeout`` seconds (default ``max.block.ms``) for the group coordinator;
         a refusal (the consumer left the group: ``CommitFailedError``) makes the transaction abortable."""
+        timeout = timeout_seconds(timeout, "send_offsets_to_transaction()")
         group = group_metadata_of(group_metadata)
         entries = offsets_of(offsets)
         tm = self._txn()

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkafka._clock import timeout_seconds
 from sparkafka._types import TopicPartition
 from sparkafka.errors import KafkaTimeoutError
 
@@ -190,6 +191,7 @@ class ArrowSendResult:
     def wait(self, timeout: float | None = None) -> DeliveryReport:
         """Block until every record is acknowledged or failed; never raises for delivery errors
         (read ``report.failed`` / ``first_error``). Raises ``KafkaTimeoutError`` after ``timeout`` s."""
+        timeout = timeout_seconds(timeout, "wait()", negative_ok=True)
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.poll():
             result = self._segments[self._next][0]
