@@ -377,3 +377,17 @@ def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_before_anything_st
             future.result(-1)  # gives up at once, as concurrent.futures
     finally:
         producer.close(0)
+
+
+def test_a_partitioner_that_cannot_take_the_arguments_is_a_config_error() -> None:
+    """Found by an input review: partitioner.class=lambda a, b: 0 was accepted and the first keyed send()
+    raised TypeError from inside the producer (serializers were already checked this way)."""
+    class TwoArguments:
+        def partition(self, topic: str, key: object) -> int:
+            return 0
+
+    for bad, shape in ((lambda a, b: 0, "a function"), (TwoArguments(), "its partition")):
+        with pytest.raises(errors.ConfigError, match=f"does not fit {shape}") as info:
+            KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "partitioner.class": bad})
+        assert info.value.key == "partitioner.class"
+    KafkaProducer({"bootstrap.servers": "127.0.0.1:1", "partitioner.class": lambda *args: 0}).close(0)

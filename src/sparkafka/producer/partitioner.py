@@ -25,6 +25,7 @@ How it works:
 from __future__ import annotations
 
 import bisect
+import inspect
 import itertools
 import operator
 import random
@@ -151,16 +152,33 @@ def as_partitioner(obj: object) -> Partitioner:
     """A ``Partitioner`` from a partitioner object (missing optional methods become no-ops) or from a
     plain function ``(topic, key_bytes, num_partitions) -> int``."""
     if isinstance(obj, Partitioner):
+        _check_call_shape(obj.partition, 6, "its partition(topic, key, key_bytes, value, value_bytes, cluster)")
         return obj
-    if callable(getattr(obj, "partition", None)):
+    method = getattr(obj, "partition", None)
+    if callable(method):
+        _check_call_shape(method, 6, "its partition(topic, key, key_bytes, value, value_bytes, cluster)")
         return _PartialPartitioner(obj)
     if callable(obj):
+        _check_call_shape(obj, 3, "a function (topic, key_bytes, num_partitions) -> int")
         return _FunctionPartitioner(obj)
     raise ConfigError(
         f"partitioner must be a Partitioner object or a function (topic, key_bytes, num_partitions) -> int, "
         f"got {type(obj).__name__}",
         "partitioner.class",
     )
+
+
+def _check_call_shape(func: Callable[..., Any], count: int, shape: str) -> None:
+    """A ConfigError now, rather than a TypeError from the first send(), when ``func`` cannot take ``count``
+    positional arguments (a callable without a signature Python can read is taken as it is)."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*([None] * count))
+    except TypeError as exc:
+        raise ConfigError(f"partitioner {func!r:.80} does not fit {shape}: {exc}", "partitioner.class") from None
 
 
 def resolve_partitioner(spec: object | None, configs: Mapping[str, Any] | None = None) -> Partitioner | None:
