@@ -147,14 +147,18 @@ def test_option_topic_overrides_topic_column() -> None:
     ("columns", "message"),
     [
         ({"topic": pa.array(["t", None, "t"])}, r"row 1 of the batch has a null 'topic'"),
-        ({"topic": pa.array(["t", "bad name", "t"])}, r"invalid topic name 'bad name'"),
-        ({"topic": pa.array(["t", "abc\n", "t"])}, r"invalid topic name 'abc\\n' in column 'topic'"),
+        ({"topic": pa.array(["t", "bad name", "t"])}, r"invalid topic name 'bad name' in column 'topic' at row 1"),
+        ({"topic": pa.array(["t", "abc\n", "t"])}, r"invalid topic name 'abc\\n' in column 'topic' at row 1"),
         ({"topic": pa.array(["t"] * 3), "partition": pa.array([0, -2, 1])}, r"partition -2 at row 1"),
         # -1 is the producer's internal "let the partitioner choose": a column must say that with null
         ({"topic": pa.array(["t"] * 3), "partition": pa.array([0, -1, 1])}, r"partition -1 at row 1"),
-        ({"topic": pa.array(["t"] * 3), "partition": pa.array([0, 7, 1])}, r"partition 7 for topic 't'"),
+        ({"topic": pa.array(["t"] * 3), "partition": pa.array([0, 7, 1])}, r"partition 7 for topic 't' at row 1"),
+        ({"topic": pa.array(["t", "u", "t"]), "partition": pa.array([0, 7, 7])},
+         r"partition 7 for topic 't' at row 2"),
         ({"topic": pa.array(["t"] * 3),
-          "headers": pa.array([[], [{"key": None, "value": b"x"}], None], HEADERS)}, r"null key"),
+          "headers": pa.array([[], [{"key": None, "value": b"x"}], None], HEADERS)}, r"null key at row 1"),
+        ({"topic": pa.array(["t"] * 3),
+          "headers": pa.array([[], [{"key": "k", "value": b"x"}], [None]], HEADERS)}, r"null key at row 2"),
     ],
 )
 def test_bad_values_fail_before_anything_is_sent(columns: dict[str, pa.Array], message: str) -> None:

@@ -21,6 +21,7 @@ handle over the batches the rows went to.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkafka._topic import validate_topic_name
-from sparkafka.errors import InvalidRecordInputError
+from sparkafka.errors import InvalidRecordInputError, InvalidTopicNameError
 from sparkafka.producer.arrow.bulk import check_record_sizes
 from sparkafka.producer.arrow.report import ArrowSendResult
 from sparkafka.producer.arrow.tails import as_large_binary, column_buffers, decode_dictionary, encode_tails
@@ -229,7 +230,11 @@ def _topics(plan: ColumnPlan, batch: pa.RecordBatch) -> tuple[str | None, list[s
             "is set")
     unique = pc.unique(col).to_pylist()
     for name in unique:
-        validate_topic_name(name, f"column {plan.topic_column!r}")
+        try:
+            validate_topic_name(name)
+        except InvalidTopicNameError:  # again, saying where: the column and the first row with that name
+            row = col.to_pylist().index(name)
+            validate_topic_name(name, f"column {plan.topic_column!r} at row {row}")
     if len(unique) == 1:
         return str(unique[0]), None
     return None, col.to_pylist()
@@ -255,8 +260,11 @@ def _check_rows(producer: ProducerLike | None, plan: ColumnPlan,
         # decoded: a dictionary's null_count misses null entries of its dictionary
         keys = _plain(flat.field(flat.type.get_field_index("key")))
         if len(flat) and (flat.null_count or keys.null_count):
+            item = pc.and_(flat.is_valid(), keys.is_valid()).to_pylist().index(False)  # first null header/key
+            row = bisect.bisect_right(col.offsets.to_pylist(), item + col.offsets[0].as_py()) - 1
             raise InvalidRecordInputError(
-                f"column {plan.headers!r} has a header with a null key; header keys must be strings")
+                f"column {plan.headers!r} has a header with a null key at row {row}; header keys must be "
+                "strings")
     return single, per_row
 
 
@@ -284,9 +292,11 @@ def _check_partitions(producer: ProducerLike | None, column: str, col: pa.Array,
             continue
         count = len(producer.partitions_for(t))
         if high >= count:
+            values = col.to_pylist()
+            row = next(i for i, p in enumerate(values) if p == high and (per_row is None or per_row[i] == t))
             raise InvalidRecordInputError(
-                f"column {column!r} has partition {high} for topic {t!r}, which has {count} partitions "
-                f"(0..{count - 1})")
+                f"column {column!r} has partition {high} for topic {t!r} at row {row}, which has {count} "
+                f"partitions (0..{count - 1})")
 
 
 def _payload_bytes(arr: pa.Array) -> int:
