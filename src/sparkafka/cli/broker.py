@@ -2,17 +2,21 @@
 
 How it works: starts an ``EmbeddedBroker`` (in-memory storage), prints its bootstrap
 address on stdout (``bootstrap.servers=HOST:PORT``), then waits until SIGINT (Ctrl-C) or
-SIGTERM arrives, or the broker exits on its own, and stops it cleanly. Exit code 0 after a
-signal, 1 if the broker could not start (a host it cannot listen on, a log it cannot write) or died,
-2 for a bad option value (a port outside 1..65535).
+SIGTERM arrives, or the broker exits on its own, and stops it cleanly. The options are checked
+first: ``--host`` must be an address this machine can listen on (a socket is bound to it, port 0) and
+``--log`` a file it can append to (created, with its directories, as the broker would). Exit code 0
+after a signal, 2 for a bad option (a port outside 1..65535, such a host or log), 1 if the broker
+could not start otherwise (no Tansu binary, the port in use, no answer in time) or died.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -33,9 +37,31 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--log", default=None, metavar="PATH", help="append the broker's output to PATH")
 
 
+def _check_host(host: str) -> None:
+    """A host name or address that no socket here can be bound to (an unknown name, another machine's address)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:
+            raise ConfigError(f"--host: cannot listen on host {host!r}: {exc}", "host") from exc
+
+
+def _check_log(path: str) -> None:
+    """A log the broker could not append to (a directory, no permission); creates it as the broker would."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--log: cannot write the broker's log to {path!r}: {exc}", "log") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         broker = EmbeddedBroker(port=args.port, host=args.host, log_path=args.log)
+        _check_host(args.host)
+        if args.log is not None:
+            _check_log(args.log)
     except ConfigError as exc:
         print(f"sparkafka broker: {exc}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from sparkafka.cli.avro_fallback import encode_avro, schema_json
 from sparkafka.errors import ConfigError, InvalidRecordInputError
 
 __all__ = [
+    "MAX_ROWS",
     "VALUE_FORMATS",
     "ShapedRecords",
     "avro_available",
@@ -44,6 +45,12 @@ STATUSES = ("created", "paid", "paid", "paid", "shipped", "shipped", "shipped", 
             "cancelled", "refunded")
 BASE_EPOCH_S = 1_735_689_600  # 2025-01-01T00:00:00Z
 CUSTOMERS = 50_000
+_MAX_TIMESTAMP_S = ((1 << 63) - 1) // 1_000_000
+"""The latest second Spark can make a timestamp of (it keeps microseconds in a Java long)."""
+MAX_ROWS = (_MAX_TIMESTAMP_S - BASE_EPOCH_S - 59) // 2 + 1
+"""Most rows ``generate_orders`` can make (4,610,818,173,598): row ``id`` is created at ``BASE_EPOCH_S + 2 * id``
+plus up to 59 s, which must stay a Spark timestamp (one more row can fail the job with DATETIME_OVERFLOW).
+Spark's ``range()`` itself takes a Java long (up to 2**63 - 1)."""
 
 
 def _pick(seed: int, modulus: int, id_col: Column) -> Column:
@@ -53,8 +60,9 @@ def _pick(seed: int, modulus: int, id_col: Column) -> Column:
 
 def generate_orders(spark: SparkSession, rows: int, partitions: int | None = None) -> DataFrame:
     """``rows`` order events: order_id, customer_id, amount, currency, status, created_at, items."""
-    if rows < 0:
-        raise ConfigError(f"rows must be >= 0, got {rows}", "rows")
+    if not 0 <= rows <= MAX_ROWS:
+        raise ConfigError(f"rows must be in 0..{MAX_ROWS} (MAX_ROWS: the created_at of more rows can leave Spark's "
+                          f"timestamps), got {rows}", "rows")
     num = partitions or spark.sparkContext.defaultParallelism
     ids = spark.range(0, rows, 1, num)
     i = F.col("id")

@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -161,8 +161,11 @@ def random_payloads(size: int, count: int = PAYLOAD_POOL, seed: int = 0) -> list
     if size < 1:
         raise ConfigError(f"--record-size must be >= 1, got {size}", "record-size")
     count = max(1, min(count, PAYLOAD_POOL_BYTES // size))
-    data = random.Random(seed).randbytes(size * count).translate(_LETTERS)
-    return [data[i:i + size] for i in range(0, size * count, size)]
+    rng = random.Random(seed)
+    total = size * count  # more than PAYLOAD_POOL_BYTES only for one payload larger than that
+    data = b"".join(rng.randbytes(min(PAYLOAD_POOL_BYTES, total - i))  # randbytes(n) fails from n = 256 MiB
+                    for i in range(0, total, PAYLOAD_POOL_BYTES)).translate(_LETTERS)
+    return [data[i:i + size] for i in range(0, total, size)]
 
 
 def read_payloads(path: str, delimiter: str) -> list[bytes]:
@@ -206,6 +209,9 @@ def read_properties(path: str) -> dict[str, str]:
             lines = f.read().splitlines()
     except OSError as exc:
         raise ConfigError(f"cannot read --producer-config {path!r}: {exc}", "producer-config") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--producer-config {path!r} must be UTF-8 text: byte 0x{exc.object[exc.start]:02x} at "
+                          f"offset {exc.start} is not", "producer-config") from exc
     for line in lines:
         line = line.strip()
         if not line or line[0] in "#!":
@@ -609,14 +615,16 @@ def _printer(as_json: bool, out: TextIO) -> Callable[[dict[str, Any], str], None
 
 
 def options_from_args(args: argparse.Namespace) -> PerfOptions:
-    if args.record_size is not None:
-        payloads = random_payloads(args.record_size)
-    else:
-        payloads = read_payloads(args.payload_file, args.payload_delimiter)
     config: dict[str, str] = {}
     if args.producer_config:
         config.update(read_properties(args.producer_config))
     config.update(parse_props(args.producer_props))
+    # before the payloads and keys are made: a size no record may have would only fill memory
+    _check_sizes(args.record_size, args.key_size, _settings(config)[0])
+    if args.record_size is not None:
+        payloads = random_payloads(args.record_size)
+    else:
+        payloads = read_payloads(args.payload_file, args.payload_delimiter)
     options = PerfOptions(
         topic=args.topic, num_records=args.num_records, payloads=payloads, key_size=args.key_size,
         throughput=args.throughput, threads=args.threads, reporting_interval=args.reporting_interval,
@@ -627,15 +635,12 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sparkafka.config import ProducerConfig
     from sparkafka.producer.producer import KafkaProducer
 
     emit = _printer(args.json, sys.stdout)
     try:
         options = options_from_args(args)
-        config: dict[str, Any] = dict(options.producer_config)
-        from_props = _pop_bootstrap_servers(config)
-        settings = ProducerConfig.from_mapping(config, allow_empty_bootstrap=True)  # before any broker starts
+        settings, config, from_props = _settings(options.producer_config)  # before any broker starts
         _check_record_size(options, settings, f"--record-size {args.record_size}" if args.record_size is not None
                            else "the largest payload of --payload-file")
         with _bootstrap(args.bootstrap_servers or from_props) as (servers, embedded):
@@ -661,11 +666,40 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.errors or result.sent < result.records else 0
 
 
+def _settings(producer_config: Mapping[str, str]) -> tuple[ProducerConfig, dict[str, Any], str | None]:
+    """The producer settings of --producer-props / --producer-config (checked), the settings without
+    ``bootstrap.servers``, and that address if they had one."""
+    from sparkafka.config import ProducerConfig
+
+    config: dict[str, Any] = dict(producer_config)
+    from_props = _pop_bootstrap_servers(config)
+    return ProducerConfig.from_mapping(config, allow_empty_bootstrap=True), config, from_props
+
+
+def _record_limit(settings: ProducerConfig) -> int:
+    """The largest record (as a one-record batch) the producer accepts."""
+    return min(settings.max_request_size, settings.buffer_memory)
+
+
+def _check_sizes(record_size: int | None, key_size: int, settings: ProducerConfig) -> None:
+    """An option error if --record-size plus --key-size alone is more than the producer accepts (a record is
+    larger still); ``_check_record_size`` checks the exact size of the largest record once it is made. Sizes
+    below their minimum are left to their own checks."""
+    limit = _record_limit(settings)
+    value, key = max(record_size or 0, 0), max(key_size, 0)
+    if value + key > limit:
+        sizes = f"--key-size {key_size}" if record_size is None else (
+            f"--record-size {record_size} with --key-size {key_size}")
+        raise ConfigError(f"{sizes} makes records of more than {value + key} bytes, more than the producer accepts: "
+                          f"min(max.request.size, buffer.memory) = {limit}",
+                          "key-size" if key > limit else "record-size")
+
+
 def _check_record_size(options: PerfOptions, settings: ProducerConfig, what: str) -> None:
     """An option error if the largest record is more than the producer accepts (it would fail every send)."""
     from sparkafka.record.builder import estimate_batch_size_upper_bound
 
-    limit = min(settings.max_request_size, settings.buffer_memory)
+    limit = _record_limit(settings)
     value = max(options.payloads, key=len)
     key = b"0" * options.key_size if options.key_size > 0 else None
     size = estimate_batch_size_upper_bound(key, value, None)

@@ -323,23 +323,14 @@ def run_pipeline(
     from sparkafka.cli.orders import generate_orders, read_input, shape_records
     from sparkafka.net.admin import AdminClient
     from sparkafka.spark import read_summaries, register
-    from sparkafka.spark.options import SinkOptions, check_sink_id, validate_producer_config
 
-    validate_producer_config({**(producer_config or {}), "bootstrap.servers": bootstrap})
     eo_options: dict[str, str] = {}
-    if sink_id is not None and not exactly_once:
-        raise ConfigError("--sink-id needs --exactly-once", "sink-id")
     if exactly_once:
-        if embedded_broker:
-            raise ConfigError(_EMBEDDED_EXACTLY_ONCE, "exactly-once")
-        sink_id = check_sink_id(sink_id) if sink_id is not None else f"pipeline-{uuid.uuid4().hex[:12]}"
+        sink_id = sink_id if sink_id is not None else f"pipeline-{uuid.uuid4().hex[:12]}"
         eo_options = {"sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": sink_id}
-        SinkOptions.parse({**{f"kafka.{k}": v for k, v in (producer_config or {}).items()},
-                           "kafka.bootstrap.servers": bootstrap, **eo_options})
-    if partitions < 1:
-        raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
-    if input_partitions is not None and input_partitions < 1:
-        raise ConfigError(f"--input-partitions must be >= 1, got {input_partitions}", "input-partitions")
+    check_options(bootstrap, topic=topic, partitions=partitions, input_partitions=input_partitions,
+                  producer_config=producer_config or {}, exactly_once=exactly_once, sink_id=sink_id,
+                  embedded_broker=embedded_broker)
     _make_active(spark)
     register(spark, ship=ship)
     if input_path:
@@ -439,22 +430,20 @@ def format_summary(result: PipelineResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sparkafka.broker import BrokerStartError, EmbeddedBroker
+    from sparkafka.cli.orders import MAX_ROWS
 
     try:
         producer_config = _parse_producer_config(args.producer_config)
         spark_conf = parse_spark_conf(args.conf)
-        if args.rows < 0:
-            raise ConfigError(f"--rows must be >= 0, got {args.rows}", "rows")
-        if args.exactly_once and not args.bootstrap_servers:
-            raise ConfigError(_EMBEDDED_EXACTLY_ONCE, "exactly-once")
-        if args.sink_id is not None and not args.exactly_once:
-            raise ConfigError("--sink-id needs --exactly-once", "sink-id")
-        # what run_pipeline checks again, checked before the broker and the Spark JVM start
-        if args.partitions < 1:
-            raise ConfigError(f"--partitions must be >= 1, got {args.partitions}", "partitions")
-        if args.input_partitions is not None and args.input_partitions < 1:
-            raise ConfigError(f"--input-partitions must be >= 1, got {args.input_partitions}", "input-partitions")
-        _check_producer_config(producer_config, args.bootstrap_servers)
+        if not 0 <= args.rows <= MAX_ROWS:
+            raise ConfigError(f"--rows must be in 0..{MAX_ROWS} (the generated events' created_at, 2 s apart, must "
+                              f"stay within Spark's timestamps), got {args.rows}", "rows")
+        # what run_pipeline checks again, checked before the broker and the Spark JVM start (a placeholder
+        # address stands for the embedded broker's, not known before it starts)
+        check_options(args.bootstrap_servers or "127.0.0.1:9092", topic=args.topic, partitions=args.partitions,
+                      input_partitions=args.input_partitions, producer_config=producer_config,
+                      exactly_once=args.exactly_once, sink_id=args.sink_id,
+                      embedded_broker=not args.bootstrap_servers)
         if args.summary_json:
             _check_writable(args.summary_json)
         with contextlib.ExitStack() as stack:
@@ -493,14 +482,48 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_producer_config(producer_config: Mapping[str, str], bootstrap: str | None) -> None:
-    """The -X settings as the sink will take them, naming -X in the error (a placeholder address when the
-    embedded broker, not started yet, will give the real one)."""
-    from sparkafka.spark.options import validate_producer_config
+def check_options(bootstrap: str, *, topic: str, partitions: int, input_partitions: int | None,
+                  producer_config: Mapping[str, str], exactly_once: bool, sink_id: str | None,
+                  embedded_broker: bool) -> None:
+    """The options of a run, checked without Spark or a broker (``run`` calls it before either starts,
+    ``run_pipeline`` again); a ``ConfigError`` names the command-line option. The producer settings and the
+    exactly-once options go through ``SinkOptions.parse``, as the sink will parse them at ``save()``."""
+    from sparkafka._topic import validate_topic_name
+    from sparkafka.config import ProducerConfig
+    from sparkafka.errors import InvalidTopicNameError
+    from sparkafka.spark.options import SinkOptions, check_sink_id
 
     try:
-        validate_producer_config({**producer_config, "bootstrap.servers": bootstrap or "127.0.0.1:9092"})
+        validate_topic_name(topic, "--topic")
+    except InvalidTopicNameError as exc:
+        raise ConfigError(str(exc), "topic") from None
+    if partitions < 1:
+        raise ConfigError(f"--partitions must be >= 1, got {partitions}", "partitions")
+    if input_partitions is not None and input_partitions < 1:
+        raise ConfigError(f"--input-partitions must be >= 1, got {input_partitions}", "input-partitions")
+    if sink_id is not None and not exactly_once:
+        raise ConfigError("--sink-id needs --exactly-once", "sink-id")
+    if exactly_once and embedded_broker:
+        raise ConfigError(_EMBEDDED_EXACTLY_ONCE, "exactly-once")
+    eo_options: dict[str, str] = {}
+    if exactly_once:
+        eo_options["sparkafka.guarantee"] = "exactly_once"
+    if sink_id is not None:
+        try:
+            eo_options["sparkafka.sink.id"] = check_sink_id(sink_id)
+        except ConfigError as exc:
+            raise ConfigError(f"--sink-id: {exc}", "sink-id") from exc
+    try:
+        ProducerConfig.from_mapping({"bootstrap.servers": bootstrap})  # alone: an error here is its own
     except ConfigError as exc:
+        raise ConfigError(f"--bootstrap-servers: {exc}", "bootstrap-servers") from exc
+    try:
+        SinkOptions.parse({**{f"kafka.{k}": v for k, v in producer_config.items()},
+                           "kafka.bootstrap.servers": bootstrap, **eo_options})
+    except ConfigError as exc:
+        if exc.key == "sparkafka.guarantee":  # -X settings a transactional producer cannot have (acks=1, ...)
+            raise ConfigError(f"--exactly-once needs transactional producers, which the -X settings do not allow: "
+                              f"{exc.__cause__ or exc}", "exactly-once") from exc
         raise ConfigError(f"-X: {exc}", "producer-config") from exc
 
 
