@@ -270,3 +270,17 @@ def test_topic_creation_uses_the_producer_security_settings(tansu: Any, unique_t
     out = capsys.readouterr()
     assert code == 0, out.err
     assert json.loads(out.out.strip().splitlines()[-1])["acked"] == 100
+
+
+def test_partitions_below_one_is_refused_before_a_broker_starts(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--partitions 0 was refused only once the embedded broker had started (by _create_topic)."""
+    import sparkafka.cli.perf as perf
+
+    def no_broker(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a broker was started")
+
+    monkeypatch.setattr(perf, "_bootstrap", no_broker)
+    assert main(["perf", "--num-records", "5", "--record-size", "10", "--throughput", "-1",
+                 "--partitions", "0"]) == 2
+    assert "--partitions must be >= 1, got 0" in capsys.readouterr().err

@@ -142,7 +142,8 @@ def _port_is_free(host: str, port: int) -> bool:
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 return False
-            raise
+            # an unknown name, an address of no interface here (as _free_port says without a port)
+            raise BrokerStartError(f"cannot listen on host {host!r}: {exc}") from exc
     return True
 
 

@@ -619,6 +619,8 @@ def options_from_args(args: argparse.Namespace) -> PerfOptions:
     if args.producer_config:
         config.update(read_properties(args.producer_config))
     config.update(parse_props(args.producer_props))
+    if args.partitions is not None and args.partitions < 1:  # before a broker starts (_create_topic again)
+        raise ConfigError(f"--partitions must be >= 1, got {args.partitions}", "partitions")
     # before the payloads and keys are made: a size no record may have would only fill memory
     _check_sizes(args.record_size, args.key_size, _settings(config)[0])
     if args.record_size is not None:
