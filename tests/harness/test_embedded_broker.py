@@ -267,5 +267,5 @@ def test_interrupted_start_kills_the_child(monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.mark.parametrize("port", [None, 12345])
 def test_a_host_it_cannot_listen_on_is_a_start_error(port: int | None) -> None:
     """With a port given, the check that the port is free leaked socket.gaierror for an unknown host."""
-    with pytest.raises(BrokerStartError, match="cannot listen on host '999.1.1.1'"):
+    with pytest.raises(BrokerStartError, match=r"cannot listen on host '999\.1\.1\.1'"):
         EmbeddedBroker(host="999.1.1.1", port=port).start()
