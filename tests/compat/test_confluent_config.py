@@ -251,7 +251,7 @@ def test_socket_and_request_timeouts_that_disagree_are_refused_saying_why() -> N
                                           r"one timeout for a request.*socket\.timeout\.ms.*set one of them") as info:
         translate({"socket.timeout.ms": 10000, "request.timeout.ms": 5000})
     assert info.value.key == "request.timeout.ms"
-    with pytest.raises(ConfigError, match=r"'socket\.timeout\.ms' must be from 10 to 300000"):
+    with pytest.raises(ConfigError, match=r"'socket\.timeout\.ms' must be an integer from 10 to 300000"):
         translate({"socket.timeout.ms": 300001})
 
 
@@ -300,3 +300,70 @@ def test_keepalive_and_address_family_values_sparkafka_cannot_honour_are_refused
     with pytest.raises(ConfigError, match=why) as info:
         translate({name: value})
     assert info.value.key == name
+
+
+# ---------------------------------------------------------------------------------------------- librdkafka's ranges
+
+
+@pytest.mark.parametrize(("conf", "low", "high"), [
+    ({"linger.ms": -1}, 0, 900000),
+    ({"queue.buffering.max.ms": -1}, 0, 900000),
+    ({"linger.ms": 950000}, 0, 900000),
+    ({"linger.ms": None}, 0, 900000),  # librdkafka: "cannot be set to empty value"
+    ({"message.timeout.ms": -1}, 0, INT32_MAX),
+    ({"message.max.bytes": 0}, 1000, 1000000000),
+    ({"message.max.bytes": 1}, 1000, 1000000000),
+    ({"message.max.bytes": 999}, 1000, 1000000000),
+    ({"message.max.bytes": 2000000000}, 1000, 1000000000),
+    ({"retry.backoff.ms": 0}, 1, 300000),
+    ({"retry.backoff.ms": 10000000}, 1, 300000),
+    ({"batch.size": 0}, 1, INT32_MAX),
+    ({"batch.size": -0.5}, 1, INT32_MAX),  # librdkafka cuts the fraction off: 0
+    ({"compression.level": 13}, -1, 12),
+    ({"request.timeout.ms": 0}, 1, 900000),
+    ({"max.in.flight": 0}, 1, 1000000),
+])
+def test_values_outside_librdkafkas_range_are_refused_naming_the_property_set(conf: dict[str, Any], low: int,
+                                                                              high: int) -> None:
+    """confluent-kafka refuses them (librdkafka's range); so does the compat Producer, naming the property the
+    user set (not the Java key it becomes, nor a value derived from it) and librdkafka's range."""
+    name = next(iter(conf))
+    with pytest.raises(confluent_kafka.KafkaException) as theirs:
+        confluent_kafka.Producer({**_NOWHERE, **conf})
+    assert f"{low}..{high}" in theirs.value.args[0].str() or "empty value" in theirs.value.args[0].str()
+    with pytest.raises(KafkaException) as ours:
+        Producer({**_NOWHERE, **conf})
+    assert ours.value.args[0].code() == theirs.value.args[0].code() == KafkaError._INVALID_ARG
+    assert isinstance(ours.value, ConfigError) and ours.value.key == name
+    assert f"'{name}' must be " in str(ours.value) and f" from {low} to {high} (librdkafka's range)" in str(ours.value)
+
+
+@pytest.mark.parametrize(("conf", "attr", "expected"), [
+    ({"linger.ms": 900000}, "linger_ms", 900000),
+    ({"message.max.bytes": 1000}, "max_request_size", 1000),
+    ({"message.max.bytes": 1000000000}, "max_request_size", 1000000000),
+    ({"retry.backoff.ms": 1}, "retry_backoff_ms", 1),
+    ({"retry.backoff.ms": 300000, "retry.backoff.max.ms": 300000}, "retry_backoff_ms", 300000),
+    ({"batch.size": 1}, "batch_size", 1),
+    ({"batch.size": "1500.7"}, "batch_size", 1500),  # librdkafka's strtol parse: 1500
+    ({"message.max.bytes": 2000.9}, "max_request_size", 2000),
+])
+def test_values_at_librdkafkas_limits_are_accepted(conf: dict[str, Any], attr: str, expected: Any) -> None:
+    confluent_kafka.Producer({**_NOWHERE, **conf})  # the reference: accepted
+    assert getattr(java(conf), attr) == expected
+    Producer({**_NOWHERE, **conf}).close(0)
+
+
+@pytest.mark.parametrize(("conf", "name"), [
+    ({"max.in.flight": 10, "enable.idempotence": True}, "max.in.flight"),
+    ({"message.send.max.retries": 0, "enable.idempotence": True}, "message.send.max.retries"),
+    ({"request.required.acks": 1, "enable.idempotence": True}, "request.required.acks"),
+])
+def test_a_java_rule_broken_by_a_librdkafka_property_names_that_property(conf: dict[str, Any], name: str) -> None:
+    """Rules across properties are checked by the Java-named config; its error names the property set."""
+    with pytest.raises(confluent_kafka.KafkaException):
+        confluent_kafka.Producer({**_NOWHERE, **conf})
+    with pytest.raises(KafkaException) as ours:
+        Producer({**_NOWHERE, **conf})
+    assert isinstance(ours.value, ConfigError) and ours.value.key == name
+    assert f"is what '{name}' sets" in str(ours.value)

@@ -696,3 +696,113 @@ def test_close_is_bounded_by_its_timeout(mock_cluster: MockCluster, unique_topic
         for broker in (1, 2, 3):
             mock_cluster.broker_set_rtt(broker, 0)
     assert 0.9 < elapsed < 1.7, elapsed
+
+
+# ------------------------------------------------- produce()'s arguments, as confluent-kafka takes them
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [
+    ({"partition": 1.0}, TypeError),
+    ({"partition": "1"}, TypeError),
+    ({"partition": 2**31}, OverflowError),  # a C int
+    ({"partition": -2**31 - 1}, OverflowError),
+    ({"timestamp": 1.5}, TypeError),
+    ({"timestamp": 2**63}, OverflowError),  # a C long long
+    ({"headers": [("h", 5)]}, TypeError),
+])
+def test_produce_refuses_the_arguments_confluent_kafka_refuses(kwargs: dict[str, Any],
+                                                               error: type[BaseException]) -> None:
+    """No broker needed: produce() never waits, and these are refused before the record is queued."""
+    bootstrap = f"127.0.0.1:{_unused_port()}"
+    real = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    p = Producer({"bootstrap.servers": bootstrap})
+    try:
+        with pytest.raises(error):
+            real.produce("t", b"v", **kwargs)
+        with pytest.raises(error) as ours:
+            p.produce("t", b"v", **kwargs)
+        assert type(ours.value) is error and len(p) == 0
+        assert next(iter(kwargs)) in str(ours.value) or "header" in str(ours.value)
+    finally:
+        p.close(0)
+
+
+def test_produce_refuses_what_confluent_kafka_would_send_wrong() -> None:
+    """confluent-kafka sends a negative timestamp as the record's CreateTime (Java's producer takes 0 ..
+    2**63-1 only; -1 is the protocol's "no timestamp") and a bytes header key as its repr ("b'k'"): the compat
+    Producer refuses both, saying why, instead of sending them."""
+    bootstrap = f"127.0.0.1:{_unused_port()}"
+    real = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    p = Producer({"bootstrap.servers": bootstrap})
+    try:
+        real.produce("t", b"v", timestamp=-1)  # accepted there
+        real.produce("t", b"v", headers=[(b"k", b"1")])  # type: ignore[list-item]
+        with pytest.raises(KafkaException, match=r"timestamp must be from 0 .* got -1") as info:
+            p.produce("t", b"v", timestamp=-1)
+        assert info.value.args[0].code() == KafkaError._INVALID_ARG
+        with pytest.raises(TypeError, match=r"header key b'k' must be a str: confluent-kafka would send its repr"):
+            p.produce("t", b"v", headers=[(b"k", b"1")])  # type: ignore[list-item]
+        with pytest.raises(TypeError, match=r"header key b'k' must be a str"):
+            p.produce("t", b"v", headers={b"k": b"1"})  # type: ignore[dict-item]
+        assert len(p) == 0
+    finally:
+        real.purge()
+        real.flush(5)
+        p.close(0)
+
+
+def test_produce_takes_bools_and_non_str_header_keys_as_confluent_kafka(mock_cluster: MockCluster,
+                                                                       unique_topic: Callable[[str], str]) -> None:
+    """partition=True is partition 1 and timestamp=True the CreateTime 1 (both are C integers there); a header
+    key 5 is sent as "5" (str(key)). Both producers' records are read back and compared."""
+    seen: dict[str, list[tuple[Any, ...]]] = {}
+    for name, make in BOTH:
+        topic = unique_topic(f"args-{name}")
+        mock_cluster.create_topic(topic, 2, 1)
+        p = make({"bootstrap.servers": mock_cluster.bootstrap_servers})
+        p.produce(topic, b"a", partition=True)
+        p.produce(topic, b"b", partition=0, timestamp=True)
+        p.produce(topic, b"c", partition=0, headers=[(5, b"x")])
+        assert p.flush(10) == 0
+        if name == "compat":
+            p.close(5)
+        seen[name] = [(r.value, r.partition, r.timestamp if r.value == b"b" else None, r.headers)
+                      for r in consume_all(mock_cluster.bootstrap_servers, topic, expected_count=3)]
+    assert seen["compat"] == seen["confluent"]
+    assert sorted(seen["compat"]) == [(b"a", 1, None, []), (b"b", 0, 1, []), (b"c", 0, None, [("5", b"x")])]
+
+
+def test_a_negative_partition_before_the_topics_metadata_is_reported_as_confluent_kafka(
+        mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    """partition=-2 to a topic the producer has no metadata for: queued, then reported _UNKNOWN_PARTITION with
+    partition() -2 and librdkafka's text; once the metadata is known, produce() raises it."""
+    seen: dict[str, list[tuple[Any, ...]]] = {}
+    for name, make in BOTH:
+        topic = unique_topic(f"neg-{name}")
+        mock_cluster.create_topic(topic, 2, 1)
+        out = seen.setdefault(name, [])
+        p = make({"bootstrap.servers": mock_cluster.bootstrap_servers,
+                  "on_delivery": lambda e, m, out=out: out.append((*_accessors(e, m), e.str() if e else None))})
+        p.produce(topic, b"v", partition=-2)
+        p.produce(topic, b"w", partition=1)
+        assert p.flush(10) == 0
+        with pytest.raises((KafkaException, confluent_kafka.KafkaException)) as info:
+            p.produce(topic, b"v", partition=-2)
+        assert info.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+        if name == "compat":
+            p.close(5)
+    assert seen["compat"] == seen["confluent"]
+    assert seen["compat"][0] == ("_UNKNOWN_PARTITION", -2, None, TIMESTAMP_NOT_AVAILABLE, -1, "float",
+                                 "Local: Unknown partition")
+
+
+def test_a_record_too_large_is_refused_at_once_even_for_a_topic_without_metadata() -> None:
+    """librdkafka raises MSG_SIZE_TOO_LARGE from produce() whether or not it knows the topic; held for the
+    topic's metadata, such a record failed only later, with _MSG_TIMED_OUT."""
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{_unused_port()}", "max.block.ms": 2000})
+    try:
+        with pytest.raises(KafkaException) as info:
+            p.produce("a", b"x" * 2_000_000)
+        assert info.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE and len(p) == 0
+    finally:
+        p.close(5)

@@ -215,6 +215,35 @@ def test_send_argument_type_errors_are_kafka_pythons(tansu: Any, unique_topic: C
         ours.close(5)
 
 
+def test_send_argument_errors_follow_kafka_python(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    """kafka-python's exception types: TypeError for a str partition (its ``partition < 0`` fails), a bool
+    timestamp_ms (its record builder wants exactly an int) and a topic that is not a str; partition=True is
+    partition 1 (a bool is an int there)."""
+    topic = unique_topic("argtypes")
+    create_topic(tansu.bootstrap_servers, topic, 2)
+    theirs = kafka.KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
+    ours = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
+    try:
+        for producer in (theirs, ours):
+            with pytest.raises(TypeError):
+                producer.send(topic, b"v", partition="1")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"^True$"):
+                producer.send(topic, b"v", timestamp_ms=True)
+            with pytest.raises(TypeError, match="All topics must be strings"):
+                producer.send(5, b"v")  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match="partition must be >= 0"):
+                producer.send(topic, b"v", partition=-1)
+            assert producer.send(topic, b"v", partition=True).get(30).partition == 1
+        # kafka-python writes timestamp_ms=-1 as the record's CreateTime; sparkafka's producer (Java's) takes
+        # 0 .. 2**63-1 only: refused with a ValueError (kafka-python's type for a bad value) naming the argument
+        assert theirs.send(topic, b"v", timestamp_ms=-1).get(30).timestamp == -1
+        with pytest.raises(ValueError, match=r"timestamp_ms must be from 0 to 2\*\*63-1 .* got -1"):
+            ours.send(topic, b"v", timestamp_ms=-1)
+    finally:
+        theirs.close(5)
+        ours.close(5)
+
+
 def _errback_recorder() -> tuple[list[BaseException], threading.Event, Callable[[BaseException], None]]:
     """An errback that records what it was given and sets the event."""
     failed: list[BaseException] = []

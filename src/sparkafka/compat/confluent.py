@@ -22,11 +22,15 @@ producer has no metadata for (a new topic; any topic after a rebootstrap) is hel
 (``confluent_hold``) and sent by its thread once the metadata arrives, in produce order per topic, or fails
 after ``max.block.ms`` (``message.timeout.ms`` if shorter); ``flush()`` and ``commit_transaction()`` wait
 for the held records first, ``purge()`` and ``abort_transaction()`` fail them with ``_PURGE_QUEUE``.
-Errors librdkafka raises from ``produce()`` raise ``KafkaException`` here (a record too large, a
-partition the topic is known not to have), and a full buffer (``buffer.memory`` for ``max.block.ms``)
-is ``BufferError``. (``KafkaProducer.send`` returns such errors in a failed future, Java's contract,
-after calling the callback in the producing thread: ``_delivered`` ignores that call, so ``produce()``
-alone decides between a report and a raise.) Transactions wrap the producer's, raising
+Errors librdkafka raises from ``produce()`` raise ``KafkaException`` here (a record too large, a partition the
+topic is known not to have), and a full buffer (``buffer.memory`` for ``max.block.ms``) is ``BufferError``.
+(``KafkaProducer.send`` returns such errors in a failed future, Java's contract, after calling the callback in
+the producing thread: ``_delivered`` ignores that call, so ``produce()`` alone decides between a report and a
+raise.) ``produce()``'s arguments are taken as confluent-kafka takes them (``partition`` and ``timestamp`` are
+C integers: a bool is 0 or 1, a float TypeError, a value out of range OverflowError; a non-str header key is
+sent as ``str(key)``) except where confluent-kafka would send something wrong: a negative ``timestamp`` (sent
+there as the record's CreateTime) raises ``KafkaException`` (_INVALID_ARG), a bytes header key (sent there as
+its repr, "b'k'") ``TypeError``. Transactions wrap the producer's, raising
 ``KafkaException`` whose ``KafkaError`` says ``retriable()`` / ``txn_requires_abort()`` / ``fatal()``
 from the producer's transaction state (a commit after a record failed carries that record's error code,
 as librdkafka's); records failed by ``abort_transaction()`` report ``_PURGE_QUEUE``, as librdkafka's
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import operator
 import sys
 import threading
 import time
@@ -122,9 +127,10 @@ class Message:
         return self._topic
 
     def partition(self) -> int | None:
-        """The partition the record was produced to (the one asked for, when it failed); None when none
-        was assigned (confluent-kafka's None for librdkafka's RD_KAFKA_PARTITION_UA)."""
-        return None if self._partition < 0 else self._partition
+        """The partition the record was produced to (the one asked for, when it failed: -2 too, as
+        confluent-kafka's); None when none was assigned (confluent-kafka's None for librdkafka's
+        RD_KAFKA_PARTITION_UA, -1)."""
+        return None if self._partition == -1 else self._partition
 
     def offset(self) -> int | None:
         """The record's offset; None without one (acks=0, a failed record), as confluent-kafka's."""
@@ -282,8 +288,10 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         merged = dict(conf or {})
         merged.update(kwargs)  # confluent-kafka takes logger=..., error_cb=... as keyword arguments too
+        sources: dict[str, str] = {}
         try:
             settings = translate(merged)
+            sources = settings.sources
             java = settings.java
             linger = java.get("linger.ms", _DEFAULT_LINGER_MS)
             sticky = settings.sticky_linger_ms
@@ -294,14 +302,20 @@ class Producer:
             java["partitioner.class"] = self._partitioner
             self._producer = KafkaProducer(java)
         except errors.ConfigError as exc:
-            # confluent-kafka raises KafkaException(_INVALID_ARG); this one is sparkafka's ConfigError too
-            raise ConfigException(KafkaError._INVALID_ARG, str(exc), exc.key) from exc
+            # confluent-kafka raises KafkaException(_INVALID_ARG); this one is sparkafka's ConfigError too. The
+            # inner config's errors name Java keys: one the user set under a librdkafka name is named as set
+            key, text = exc.key, str(exc)
+            source = sources.get(key) if key is not None else None
+            if source is not None and source != key:
+                key, text = source, f"{text} ({exc.key!r} is what {source!r} sets)"
+            raise ConfigException(KafkaError._INVALID_ARG, text, key) from exc
         self._clock_ms = self._producer._clock.monotonic_ms
         self._wall_ms = self._producer._clock.wall_ms
         cfg = self._producer.config
         self._hold: MetadataHold[tuple[Message, int]] = MetadataHold(
             self._producer._metadata, self._producer._client.wakeup, self._producer._clock,
-            min(cfg.max_block_ms, cfg.delivery_timeout_ms), send=self._release, fail=self._fail_held)
+            min(cfg.max_block_ms, cfg.delivery_timeout_ms), send=self._release, fail=self._fail_held,
+            admit=self._admit)
         self._default_callback: DeliveryCallback | None = settings.on_delivery
         self._dr_only_error = settings.dr_only_error
         # librdkafka: queue.buffering.max.messages 0 "disables this limit"
@@ -339,10 +353,14 @@ class Producer:
             report = self._default_callback
         elif not callable(report):
             raise TypeError(f"on_delivery must be a callable (err, msg), got {type(report).__name__}")
-        if type(partition) is not int:
-            raise TypeError(f"partition must be an int, got {type(partition).__name__}")
-        if type(timestamp) is not int or timestamp < 0:
-            raise TypeError(f"timestamp must be a non-negative int of milliseconds, got {timestamp!r}")
+        partition = _c_int(partition, "partition", 32)
+        timestamp = _c_int(timestamp, "timestamp", 64)
+        if timestamp < 0:
+            # confluent-kafka sends a negative timestamp as the record's CreateTime (-1 is the protocol's "no
+            # timestamp"); Java's producer, and sparkafka's, take 0 .. 2**63-1 only: refused, not sent
+            raise KafkaException(KafkaError(
+                KafkaError._INVALID_ARG, f"Unable to produce message: timestamp must be from 0 (the current time) "
+                f"to 2**63-1 milliseconds since the epoch, got {timestamp}"))
         header_list = _header_list(headers) if headers is not None else None
         size = (0 if value_bytes is None else len(value_bytes)) + (0 if key_bytes is None else len(key_bytes))
         with self._lock:
@@ -359,7 +377,7 @@ class Producer:
                 message._partition = partition  # a failure's report shows the partition asked for
             if self._hold.take(topic, (message, partition)):
                 return  # no metadata for the topic yet: sent by the hold's thread (librdkafka never waits)
-            self._send(message, partition)
+            self._send(message, partition, held=False)
         except (errors.MetadataTimeoutError, errors.InvalidTopicNameError) as exc:
             message._delivered(None, exc)  # librdkafka reports these in the delivery report
         except BaseException as exc:
@@ -369,14 +387,19 @@ class Producer:
                 raise
             raise mapped from exc
 
-    def _send(self, message: Message, partition: int) -> None:
-        """Hand a record to ``KafkaProducer.send``; what ``send()`` fails it with is raised."""
+    def _send(self, message: Message, partition: int, held: bool) -> None:
+        """Hand a record to ``KafkaProducer.send``; what ``send()`` fails it with is raised. An explicit
+        partition the topic does not have is librdkafka's _UNKNOWN_PARTITION: raised from ``produce()`` when the
+        topic's metadata was there already, reported for a record ``held`` for it (librdkafka had queued it)."""
         explicit: int | None = None
         if partition != -1:
             explicit = self._check_partition(message._topic, partition)
             if explicit is None:
-                message._fail(KafkaError(KafkaError._UNKNOWN_PARTITION))
-                return
+                if held:
+                    message._fail(KafkaError(KafkaError._UNKNOWN_PARTITION))
+                    return
+                raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
+                                                "Unable to produce message: Local: Unknown partition"))
         message._producing = threading.get_ident()
         try:
             future = self._producer.send(message._topic, message._value, message._key, explicit, message._timestamp,
@@ -390,31 +413,29 @@ class Producer:
         """Send a record the hold kept (its thread): ``produce()`` has returned, so a failure is reported."""
         message, partition = held
         try:
-            self._send(message, partition)
-        except KafkaException as exc:
-            message._fail(exc.args[0])
+            self._send(message, partition, held=True)
         except BaseException as exc:
             message._delivered(None, exc)
+
+    def _admit(self, held: tuple[Message, int]) -> None:
+        """A record too large is refused by ``produce()`` itself even when its topic has no metadata yet
+        (librdkafka raises MSG_SIZE_TOO_LARGE at once; ``send()`` checks the size before it waits)."""
+        message = held[0]
+        self._producer._check_record_size(message._topic, message._key, message._value, message._headers)
 
     def _fail_held(self, held: tuple[Message, int], error: BaseException) -> None:
         held[0]._delivered(None, error)
 
     def _check_partition(self, topic: str, partition: int) -> int | None:
-        """librdkafka refuses a partition it knows does not exist at once (_UNKNOWN_PARTITION raised).
-        Before the topic's metadata arrived it accepts the record and fails it in the delivery report
-        with _UNKNOWN_PARTITION once the partition count is known: here the metadata is fetched first
-        (up to max.block.ms, as ``send()`` would wait), and None means "report _UNKNOWN_PARTITION"."""
+        """``partition`` if the topic has it, else None (a negative one other than -1, librdkafka's
+        RD_KAFKA_PARTITION_UA, never exists). The topic's partition count is known here (``produce()`` and
+        the hold send only then); a closed producer's ``partitions_for`` raises what ``send()`` would."""
         if partition < 0:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
-                                            "Unable to produce message: Local: Unknown partition"))
+            return None
         count = self._producer._metadata.fetch().partition_count(topic)
         if count is None:
             count = len(self._producer.partitions_for(topic))
-            return partition if partition < count else None
-        if partition >= count:
-            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION,
-                                            "Unable to produce message: Local: Unknown partition"))
-        return partition
+        return partition if partition < count else None
 
     def _record_error(self, exc: BaseException) -> KafkaError:
         """The report's error for what failed a record (I/O thread). A record failed because the user's
@@ -678,6 +699,20 @@ def _as_bytes(data: object) -> bytes | None:
     raise TypeError(f"a bytes-like object is required, not '{type(data).__name__}'")
 
 
+def _c_int(value: object, name: str, bits: int) -> int:
+    """An argument confluent-kafka parses as a C integer (``partition`` an int32, ``timestamp`` an int64): an
+    int, a bool (True is 1) or anything with ``__index__``; anything else is TypeError, a value the C type
+    cannot hold OverflowError, as there."""
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+    limit = 1 << (bits - 1)
+    if not -limit <= number < limit:
+        raise OverflowError(f"{name} {number} does not fit a signed {bits}-bit integer")
+    return number
+
+
 def _header_list(headers: object) -> HeaderList:
     items: list[Any]
     if isinstance(headers, Mapping):
@@ -688,9 +723,20 @@ def _header_list(headers: object) -> HeaderList:
         raise TypeError(f"headers must be a dict or a list of (key, value) tuples, got {type(headers).__name__}")
     out: HeaderList = []
     for item in items:
-        if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
-            raise TypeError(f"each header must be a (str, value) tuple, got {item!r}")
-        out.append((item[0], _as_bytes(item[1])))
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise TypeError(f"each header must be a (key, value) tuple, got {item!r}")
+        key = item[0]
+        if isinstance(key, (bytes, bytearray, memoryview)):
+            # confluent-kafka sends str(key) as the key: the text "b'a'" for b"a", not a; refused, not sent
+            raise TypeError(f"header key {key!r} must be a str: confluent-kafka would send its repr "
+                            f"{str(key)!r} as the key; decode it (key.decode()) to send its text")
+        # confluent-kafka sends str(key) for any other key (5 is "5"), as here
+        key = key if isinstance(key, str) else str(key)
+        try:
+            value = _as_bytes(item[1])
+        except TypeError:
+            raise TypeError(f"header {key!r} value must be None, bytes or str, got {type(item[1]).__name__}") from None
+        out.append((key, value))
     return out
 
 

@@ -7,11 +7,14 @@ Java key it becomes and, where the units or special values differ, how its value
 the queue limits, the callbacks, ``log_level``, ``delivery.report.only.error``) map to ``None`` and come
 back in ``CompatSettings``; so do properties accepted only at values that change nothing here
 (``enable.random.seed``, ``socket.keepalive.enable`` false, ``broker.address.family`` any), which are
-only checked: their other values are a ``ConfigError`` saying why. ``translate``
-walks a confluent config dict once: a Java key sparkafka knows and librdkafka has no property of that
-name is passed through (``max.block.ms``, ``buffer.memory``, ``ssl.context``); a consumer property is
-ignored with a warning, as librdkafka does; anything else is a ``ConfigError`` naming the property,
-with the reason or the setting to use instead. Last, the timeouts: librdkafka takes any
+only checked: their other values are a ``ConfigError`` saying why. ``translate`` walks a confluent config dict
+once: a numeric property's value is first checked against librdkafka's range for it (``_Range`` in the table:
+the error names the property as given, with librdkafka's range, before any conversion; an empty value, None or
+"", is refused as librdkafka refuses it, and an integer property's fraction is cut off as librdkafka's parse
+does); a Java key sparkafka knows and librdkafka has no property of that name is passed through
+(``max.block.ms``, ``buffer.memory``, ``ssl.context``); a consumer property is ignored with a warning, as
+librdkafka does; anything else is a ``ConfigError`` naming the property, with the reason or the setting to use
+instead. Last, the timeouts: librdkafka takes any
 ``message.timeout.ms`` above ``linger.ms`` (0: infinite, Java's largest ``delivery.timeout.ms``), while
 Java wants ``delivery.timeout.ms >= linger.ms + request.timeout.ms``; so a message timeout below that sum
 lowers the ``request.timeout.ms`` passed on to ``message.timeout.ms - linger.ms`` (librdkafka too
@@ -93,18 +96,6 @@ def _minus_one_is_forever(name: str, value: Any) -> Any:
     return INT32_MAX if number == -1 else value
 
 
-def _socket_timeout(name: str, value: Any) -> Any:
-    """librdkafka's ``socket.timeout.ms``: 10 .. 300000; a fraction is cut off, as librdkafka's parse of
-    "1.5" gives 1."""
-    number = _number(name, value)
-    if number is None:
-        return value  # ProducerConfig reports the type
-    whole = int(number)
-    if not 10 <= whole <= 300000:
-        raise ConfigError(f"{name!r} must be from 10 to 300000 (librdkafka's range), got {value!r}", name)
-    return whole
-
-
 def _codec(name: str, value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() == "inherit":
         return None  # the topic-level default: the producer's codec
@@ -128,10 +119,50 @@ Convert = Callable[[str, Any], Any]
 
 
 @dataclass(frozen=True)
+class _Range:
+    """librdkafka's range for a numeric property (its CONFIGURATION.md; the real library refuses a value
+    outside it with 'value X is outside allowed range LOW..HIGH')."""
+
+    low: int
+    high: int
+    fractional: bool = False
+    """librdkafka's float properties (linger.ms); an integer property's fraction is cut off (strtol)."""
+
+
+def _in_range(name: str, value: Any, limits: _Range) -> int | float:
+    """``value`` as a number within librdkafka's range for property ``name``, else a ConfigError naming
+    ``name`` (the property as the user gave it) and the range. An int is taken as is; a float or a numeric
+    str is parsed, and for an integer property its fraction cut off as librdkafka's strtol parse does
+    ("1500.7" is 1500, -0.5 is 0). None and "" are refused, as librdkafka refuses an empty value."""
+    kind = "a number" if limits.fractional else "an integer"
+    rule = f"{name!r} must be {kind} from {limits.low} to {limits.high} (librdkafka's range)"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ConfigError(f"{rule}, got {value!r}: librdkafka refuses an empty value", name)
+    number: int | float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            pass
+    if number is None or (isinstance(number, float) and not math.isfinite(number)):
+        raise ConfigError(f"{rule}, got {value!r}", name)
+    if not limits.fractional:
+        number = int(number)  # toward zero, as strtol
+    if not limits.low <= number <= limits.high:
+        raise ConfigError(f"{rule}, got {value!r}", name)
+    return number
+
+
+@dataclass(frozen=True)
 class _Prop:
     java: str | None
     """The Java key, or None: honoured by the compat Producer (CompatSettings)."""
     convert: Convert | None = None
+    """Applied to the value (checked against ``limits`` first) before it is passed on."""
+    limits: _Range | None = None
+    """librdkafka's range, for a numeric property."""
 
 
 PROPERTIES: Final[dict[str, _Prop]] = {
@@ -143,35 +174,35 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     "request.required.acks": _Prop("acks"),
     "enable.idempotence": _Prop("enable.idempotence"),
     "transactional.id": _Prop("transactional.id"),
-    "transaction.timeout.ms": _Prop("transaction.timeout.ms"),
-    "linger.ms": _Prop("linger.ms", _milliseconds),
-    "queue.buffering.max.ms": _Prop("linger.ms", _milliseconds),
-    "batch.size": _Prop("batch.size"),
-    "message.max.bytes": _Prop("max.request.size"),
-    "message.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever),
-    "delivery.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever),
-    "request.timeout.ms": _Prop("request.timeout.ms"),
+    "transaction.timeout.ms": _Prop("transaction.timeout.ms", limits=_Range(1000, INT32_MAX)),
+    "linger.ms": _Prop("linger.ms", _milliseconds, _Range(0, 900000, fractional=True)),
+    "queue.buffering.max.ms": _Prop("linger.ms", _milliseconds, _Range(0, 900000, fractional=True)),
+    "batch.size": _Prop("batch.size", limits=_Range(1, INT32_MAX)),
+    "message.max.bytes": _Prop("max.request.size", limits=_Range(1000, 1000000000)),
+    "message.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever, _Range(0, INT32_MAX)),
+    "delivery.timeout.ms": _Prop("delivery.timeout.ms", _zero_is_forever, _Range(0, INT32_MAX)),
+    "request.timeout.ms": _Prop("request.timeout.ms", limits=_Range(1, 900000)),
     # librdkafka: "Default timeout for network requests" (its Metadata, InitProducerId, transaction
     # requests; a ProduceRequest's too, bounded by its first record's message.timeout.ms); Java's
     # request.timeout.ms is that timeout for every request (and the ack timeout of a ProduceRequest)
-    "socket.timeout.ms": _Prop("request.timeout.ms", _socket_timeout),
+    "socket.timeout.ms": _Prop("request.timeout.ms", limits=_Range(10, 300000)),
     "compression.type": _Prop("compression.type", _codec),
     "compression.codec": _Prop("compression.type", _codec),
-    "compression.level": _Prop(None),
-    "retries": _Prop("retries"),
-    "message.send.max.retries": _Prop("retries"),
-    "retry.backoff.ms": _Prop("retry.backoff.ms"),
-    "retry.backoff.max.ms": _Prop("retry.backoff.max.ms"),
-    "reconnect.backoff.ms": _Prop("reconnect.backoff.ms"),
-    "reconnect.backoff.max.ms": _Prop("reconnect.backoff.max.ms"),
-    "max.in.flight.requests.per.connection": _Prop("max.in.flight.requests.per.connection"),
-    "max.in.flight": _Prop("max.in.flight.requests.per.connection"),
-    "socket.send.buffer.bytes": _Prop("send.buffer.bytes", _zero_is_os_default),
-    "socket.receive.buffer.bytes": _Prop("receive.buffer.bytes", _zero_is_os_default),
-    "socket.connection.setup.timeout.ms": _Prop("socket.connection.setup.timeout.ms"),
-    "connections.max.idle.ms": _Prop("connections.max.idle.ms", _zero_is_never),
-    "metadata.max.age.ms": _Prop("metadata.max.age.ms"),
-    "topic.metadata.refresh.interval.ms": _Prop("metadata.max.age.ms", _minus_one_is_forever),
+    "compression.level": _Prop(None, limits=_Range(-1, 12)),
+    "retries": _Prop("retries", limits=_Range(0, INT32_MAX)),
+    "message.send.max.retries": _Prop("retries", limits=_Range(0, INT32_MAX)),
+    "retry.backoff.ms": _Prop("retry.backoff.ms", limits=_Range(1, 300000)),
+    "retry.backoff.max.ms": _Prop("retry.backoff.max.ms", limits=_Range(1, 300000)),
+    "reconnect.backoff.ms": _Prop("reconnect.backoff.ms", limits=_Range(0, 3600000)),
+    "reconnect.backoff.max.ms": _Prop("reconnect.backoff.max.ms", limits=_Range(0, 3600000)),
+    "max.in.flight.requests.per.connection": _Prop("max.in.flight.requests.per.connection", limits=_Range(1, 1000000)),
+    "max.in.flight": _Prop("max.in.flight.requests.per.connection", limits=_Range(1, 1000000)),
+    "socket.send.buffer.bytes": _Prop("send.buffer.bytes", _zero_is_os_default, _Range(0, 100000000)),
+    "socket.receive.buffer.bytes": _Prop("receive.buffer.bytes", _zero_is_os_default, _Range(0, 100000000)),
+    "socket.connection.setup.timeout.ms": _Prop("socket.connection.setup.timeout.ms", limits=_Range(1000, INT32_MAX)),
+    "connections.max.idle.ms": _Prop("connections.max.idle.ms", _zero_is_never, _Range(0, INT32_MAX)),
+    "metadata.max.age.ms": _Prop("metadata.max.age.ms", limits=_Range(1, 86400000)),
+    "topic.metadata.refresh.interval.ms": _Prop("metadata.max.age.ms", _minus_one_is_forever, _Range(-1, 3600000)),
     "security.protocol": _Prop("security.protocol"),
     "sasl.mechanisms": _Prop("sasl.mechanism"),
     "sasl.mechanism": _Prop("sasl.mechanism"),
@@ -187,9 +218,9 @@ PROPERTIES: Final[dict[str, _Prop]] = {
         "ssl.endpoint.identification.algorithm",
         lambda n, v: "" if isinstance(v, str) and v.strip().lower() == "none" else v),
     "partitioner": _Prop(None),
-    "sticky.partitioning.linger.ms": _Prop(None),
-    "queue.buffering.max.messages": _Prop(None),
-    "queue.buffering.max.kbytes": _Prop(None),
+    "sticky.partitioning.linger.ms": _Prop(None, limits=_Range(0, 900000)),
+    "queue.buffering.max.messages": _Prop(None, limits=_Range(0, INT32_MAX)),
+    "queue.buffering.max.kbytes": _Prop(None, limits=_Range(1, INT32_MAX)),
     "allow.auto.create.topics": _Prop(None),
     "on_delivery": _Prop(None),
     "dr_cb": _Prop(None),
@@ -200,7 +231,7 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     # librdkafka's log lines at or below this syslog level (default 6, info) reach `logger`: the compat
     # Producer forwards sparkafka's records the same way (CompatSettings.log_level); without a logger
     # sparkafka's records go to Python logging, whose configuration filters them, so it changes nothing
-    "log_level": _Prop(None),
+    "log_level": _Prop(None, limits=_Range(0, 7)),
     # served by the compat Producer: only failed records' reports call on_delivery (CompatSettings)
     "delivery.report.only.error": _Prop(None),
     # librdkafka seeds the C library's PRNG (srand) once at startup when true (the default); sparkafka
@@ -289,13 +320,9 @@ class CompatSettings:
     oauthbearer_config: str = ""
     java: dict[str, Any] = field(default_factory=dict)
     """The Java-named settings for the inner KafkaProducer."""
-
-
-def _int(name: str, value: Any, low: int, high: int) -> int:
-    number = _number(name, value)
-    if number is None or not number.is_integer() or not low <= number <= high:
-        raise ConfigError(f"{name!r} must be an integer from {low} to {high}, got {value!r}", name)
-    return int(number)
+    sources: dict[str, str] = field(default_factory=dict)
+    """Java key -> the librdkafka property that set it (``message.max.bytes`` for ``max.request.size``), so an
+    error the inner KafkaProducer's config raises about a Java key can name what the user set."""
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -340,11 +367,11 @@ def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
                               name)
         settings.partitioner = value
     elif name == "sticky.partitioning.linger.ms":
-        settings.sticky_linger_ms = _int(name, value, 0, 900000)
+        settings.sticky_linger_ms = int(value)  # checked by the table, as the ones below
     elif name == "queue.buffering.max.messages":
-        settings.max_messages = _int(name, value, 0, 2147483647)
+        settings.max_messages = int(value)
     elif name == "queue.buffering.max.kbytes":
-        settings.max_kbytes = _int(name, value, 1, 2147483647)
+        settings.max_kbytes = int(value)
     elif name in ("on_delivery", "dr_cb", "dr_msg_cb"):
         settings.on_delivery = _callable(name, value)
     elif name == "error_cb":
@@ -354,7 +381,7 @@ def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
             raise ConfigError(f"'logger' must be a logging.Logger, got {type(value).__name__}", name)
         settings.logger = value
     elif name == "compression.level":
-        level = _int(name, value, -1, 22)
+        level = int(value)
         settings.compression_level = None if level == -1 else level
     elif name == "oauth_cb":
         settings.oauth_cb = _callable(name, value)
@@ -368,7 +395,7 @@ def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
                               "requests let the broker create a missing topic (as Java's producer does); turn "
                               "auto-creation off on the broker (auto.create.topics.enable=false) instead", name)
     elif name == "log_level":
-        settings.log_level = _int(name, value, 0, 7)
+        settings.log_level = int(value)
     elif name == "delivery.report.only.error":
         # confluent-kafka's Python layer (not librdkafka) reads this one, and takes a bool only
         if not isinstance(value, bool):
@@ -461,19 +488,21 @@ def translate(conf: Mapping[str, Any]) -> CompatSettings:
     """Split a confluent-kafka config into the Java settings and what the compat Producer honours."""
     settings = CompatSettings()
     java = settings.java
-    names: dict[str, str] = {}
+    names = settings.sources
     for name, value in _flatten(conf).items():
         if not isinstance(name, str):
             raise ConfigError(f"property names must be strings, got {name!r}")
         prop = PROPERTIES.get(name)
         if prop is not None:
+            if prop.limits is not None:
+                value = _in_range(name, value, prop.limits)
             if prop.java is None:
                 _compat_value(settings, name, value)
                 continue
             if prop.convert is not None:
                 value = prop.convert(name, value)
             if value is None:
-                continue
+                continue  # not set: a string property given None (librdkafka's default), compression "inherit"
             if prop.java in java and java[prop.java] != value:
                 raise ConfigError(f"{name!r} sets {prop.java!r}, which another property already set to a "
                                   f"different value ({java[prop.java]!r}){_SHARED.get(prop.java, '')}", name)

@@ -48,8 +48,10 @@ class MetadataHold(Generic[R]):
     """Records (of any type ``R``) waiting for their topic's metadata; see the module docstring."""
 
     def __init__(self, metadata: Metadata, wakeup: Callable[[], None], clock: Clock, wait_ms: float,
-                 send: Callable[[R], None], fail: Callable[[R, BaseException], None]) -> None:
+                 send: Callable[[R], None], fail: Callable[[R, BaseException], None],
+                 admit: Callable[[R], None] = lambda record: None) -> None:
         self._metadata = metadata
+        self._admit = admit
         self._wakeup = wakeup
         self._clock = clock
         self.wait_ms = wait_ms
@@ -68,10 +70,12 @@ class MetadataHold(Generic[R]):
 
     def take(self, topic: str, record: R) -> bool:
         """Hold ``record`` if its topic has no metadata or has records held; False: send it now. Raises
-        InvalidTopicNameError for a name no broker accepts (as ``send()`` would)."""
+        InvalidTopicNameError for a name no broker accepts, and whatever ``admit`` raises for a record that
+        must not wait (one too large: ``send()`` raises that before it waits for metadata)."""
         if not self._held and self._metadata.fetch().partition_count(topic) is not None:
             return False  # the usual case, without the lock
         validate_topic_name(topic)
+        self._admit(record)
         now = self._clock.monotonic_ms()
         with self._cond:
             queue = self._held.get(topic)

@@ -3,8 +3,10 @@
 How it works: the constructor translates kafka-python's arguments once (``config.py``) and builds a
 sparkafka ``KafkaProducer`` without serializers, so its sends can take the C send lane. ``send()`` keeps
 kafka-python's contract: it raises ``IllegalStateError`` once closed, ``ValueError`` for a record without
-key and value or a partition the topic does not have, ``TypeError`` for a None topic or a timestamp that
-is not an int, serializes key and value as kafka-python does
+key and value or a partition the topic does not have, ``TypeError`` for a topic that is not a str, a
+partition or a timestamp that is not an int (a bool is a partition, True is 1, but not a timestamp, as
+there), ``InvalidRecordInputError`` (a ``ValueError``) for a timestamp outside 0 .. 2**63-1 (kafka-python
+would send a negative one as the record's CreateTime), serializes key and value as kafka-python does
 (a callable is called ``f(obj)``; a ``kafka.serializer.Serializer``-like object ``serialize(topic,
 headers, obj)`` with the record's header list), raises ``TypeError`` when a serializer returns anything
 but bytes or None, raises what ``KafkaProducer.send`` raises and also what it returns in a failed future
@@ -21,6 +23,7 @@ from __future__ import annotations
 import atexit
 import inspect
 import logging
+import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, SupportsIndex
@@ -38,6 +41,8 @@ __all__ = ["KafkaProducer"]
 log = logging.getLogger("sparkafka.compat")
 
 Serialize = Callable[[str, list[tuple[str, bytes]], Any], Any]
+
+_INT64_MAX = (1 << 63) - 1
 
 
 class KafkaProducer:
@@ -76,15 +81,21 @@ class KafkaProducer:
             raise errors.IllegalStateError("KafkaProducer already closed!")
         if value is None and key is None:
             raise ValueError("Need at least one: key or value")
-        if topic is None:
-            raise TypeError("All topics must not be None")  # kafka-python's TypeError (sparkafka: ValueError)
-        if timestamp_ms is not None and not isinstance(timestamp_ms, int):
-            raise TypeError(timestamp_ms)  # kafka-python's record builder: TypeError(timestamp)
+        if not isinstance(topic, str):  # kafka-python's TypeErrors (sparkafka's: InvalidTopicNameError)
+            raise TypeError("All topics must not be None" if topic is None else "All topics must be strings")
+        if timestamp_ms is not None:
+            if type(timestamp_ms) is not int:
+                raise TypeError(timestamp_ms)  # kafka-python's record builder: TypeError(timestamp), a bool too
+            if not 0 <= timestamp_ms <= _INT64_MAX:
+                # kafka-python writes a negative one as the record's CreateTime (-1 is the protocol's "no
+                # timestamp"); Java's producer, and sparkafka's, take 0 .. 2**63-1 only: refused, not sent
+                raise errors.InvalidRecordInputError(
+                    f"timestamp_ms must be from 0 to 2**63-1 milliseconds since the epoch, got {timestamp_ms}")
         header_list: list[tuple[str, bytes]] = [] if headers is None else _check_headers(headers)
         key_bytes = self._serialize(self._key_ser, topic, header_list, key, "key")
         value_bytes = self._serialize(self._value_ser, topic, header_list, value, "value")
         if partition is not None:
-            self._check_partition(topic, partition)
+            partition = self._check_partition(topic, partition)
         future = self._producer.send(topic, value_bytes, key_bytes, partition, timestamp_ms,
                                      header_list or None)
         if isinstance(future, FailedFuture):
@@ -105,15 +116,24 @@ class KafkaProducer:
             return bytes(out)
         raise TypeError(f"Unsupported type for serialized {field}: {type(out)}")
 
-    def _check_partition(self, topic: str, partition: int) -> None:
-        """kafka-python: ``ValueError`` for a partition the topic does not have (after its metadata)."""
-        if type(partition) is not int or partition < 0:
+    def _check_partition(self, topic: str, partition: object) -> int:
+        """The partition as an int; kafka-python's errors: ``TypeError`` for one that is not an integer (its
+        ``partition < 0`` fails so for a str), ``ValueError`` for a negative one or one the topic does not have
+        (after its metadata). A bool is an int there (True is partition 1), and so is anything with
+        ``__index__`` (numpy's integers); a float is refused (kafka-python queues it under a partition 1.0 no
+        request can carry, and the record expires)."""
+        try:
+            index = operator.index(partition)  # type: ignore[arg-type]
+        except TypeError:
+            raise TypeError(f"partition must be an int, got {type(partition).__name__} {partition!r}") from None
+        if index < 0:
             raise ValueError("partition must be >= 0")
         count = self._producer._metadata.fetch().partition_count(topic)
         if count is None:
             count = len(self._producer.partitions_for(topic))
-        if partition >= count:
+        if index >= count:
             raise ValueError(f"Unrecognized partition {partition} for topic {topic}")
+        return index
 
     # ------------------------------------------------------------------ flush, close, metadata
     def flush(self, timeout: float | None = None) -> None:
