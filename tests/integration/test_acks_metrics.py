@@ -21,7 +21,8 @@ pytestmark = pytest.mark.broker
 JAVA_METRICS = (
     "record-send-rate", "record-error-rate", "record-retry-rate", "batch-size-avg", "records-per-request-avg",
     "compression-rate-avg", "request-latency-avg", "request-latency-max", "bufferpool-wait-ratio",
-    "buffer-available-bytes", "waiting-threads",
+    "buffer-available-bytes", "waiting-threads", "batch-size-max", "record-queue-time-avg", "record-queue-time-max",
+    "produce-throttle-time-avg", "produce-throttle-time-max",
 )
 
 
@@ -109,7 +110,9 @@ def test_metrics_after_a_run(target: Target) -> None:
     assert m["record-send-total"] == 2000
     assert m["record-send-rate"] > 0
     assert m["record-error-rate"] == 0 and m["record-retry-rate"] == 0
-    assert 100 < m["batch-size-avg"] <= 16384 + 1024
+    assert 100 < m["batch-size-avg"] <= m["batch-size-max"] <= 16384 + 1024
+    assert 0 <= m["record-queue-time-avg"] <= m["record-queue-time-max"] < 15_000
+    assert m["produce-throttle-time-max"] == 0  # no quota on the test brokers
     assert 1 <= m["records-per-request-avg"] <= 2000
     assert 0 < m["compression-rate-avg"] < 0.5
     assert 0 < m["request-latency-avg"] <= m["request-latency-max"] < 10_000

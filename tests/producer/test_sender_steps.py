@@ -256,6 +256,34 @@ class Rig:
 # ----------------------------------------------------------------------------------------- batching
 
 
+def test_batch_size_max_queue_time_and_throttle_time_metrics() -> None:
+    """Java's batch-size-max, record-queue-time-avg/max (a batch's creation to its drain) and
+    produce-throttle-time-avg/max (the throttle_time_ms of the Produce answers)."""
+    rig = Rig(linger_ms=100)
+    rig.send(b"a" * 10)  # partition 0, drained at +100 ms
+    rig.step(40)
+    rig.send(b"b" * 500, partition=1)  # created at +40, drained with the first: 60 ms
+    req = rig.step_one(60)
+    sizes = [b.size_in_bytes for b in req.batches().values()]
+
+    def answer(partitions: tuple[int, ...], throttle_ms: int) -> dict[str, Any]:
+        return {"responses": [{"name": T, "partition_responses": [
+            {"index": p, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1, "log_start_offset": 0,
+             "record_errors": [], "error_message": None} for p in partitions]}], "throttle_time_ms": throttle_ms}
+
+    rig.client.respond(req, answer((0, 1), 30))
+    rig.step()
+    rig.send(b"c")
+    second = rig.step_one(100)
+    rig.client.respond(second, answer((0,), 0))
+    rig.step()
+    m = rig.metrics.snapshot()
+    assert m["batch-size-max"] == max(sizes) > min(sizes)
+    assert m["record-queue-time-max"] == pytest.approx(100)
+    assert m["record-queue-time-avg"] == pytest.approx((100 + 60 + 100) / 3)
+    assert (m["produce-throttle-time-avg"], m["produce-throttle-time-max"]) == (15.0, 30.0)
+
+
 def test_linger_is_respected() -> None:
     rig = Rig(linger_ms=100)
     future = rig.send(b"a")

@@ -82,6 +82,13 @@ class ProducerMetrics:
         self.latency_total_ms = 0.0
         self.latency_count = 0
         self.latency_max_ms = 0.0
+        self.batch_bytes_max = 0
+        self.queue_time_total_ms = 0.0
+        """Sum over sent batches of their time from creation to their (last) drain (Java's queueTimeMs)."""
+        self.queue_time_max_ms = 0.0
+        self.throttle_total_ms = 0.0
+        self.throttle_count = 0
+        self.throttle_max_ms = 0.0
         self.splits = 0
         self.send_errors = 0
         """Records whose ``send()`` raised or returned an error (Java counts them in the "errors" sensor)."""
@@ -104,10 +111,18 @@ class ProducerMetrics:
             self._samples.advance(now, self._counts())
 
     def record_request(self, batches: int, records: int, wire_bytes: int, uncompressed_bytes: int,
-                       compression_ratios: float | None = None) -> None:
+                       compression_ratios: float | None = None, largest_batch: int = 0,
+                       queue_time_ms: float = 0.0, longest_queue_time_ms: float = 0.0) -> None:
         """One Produce request: its batch and record counts, the batches' bytes as sent and before
-        compression (61-byte headers included) and the sum of their compression ratios (None: 1.0 each)."""
+        compression (61-byte headers included), the sum of their compression ratios (None: 1.0 each), the
+        largest batch's bytes, and the batches' queue times (creation to drain, ms): their sum and the
+        longest. Java's Sender records these per batch (updateProduceRequestMetrics); here per request."""
         self._event()
+        if largest_batch > self.batch_bytes_max:
+            self.batch_bytes_max = largest_batch
+        self.queue_time_total_ms += queue_time_ms
+        if longest_queue_time_ms > self.queue_time_max_ms:
+            self.queue_time_max_ms = longest_queue_time_ms
         self.requests += 1
         self.batches_sent += batches
         self.records_in_requests += records
@@ -121,6 +136,13 @@ class ProducerMetrics:
         self.latency_count += 1
         if ms > self.latency_max_ms:
             self.latency_max_ms = ms
+
+    def record_throttle(self, ms: float) -> None:
+        """The throttle time a Produce response asked for (produce-throttle-time-avg/max)."""
+        self.throttle_total_ms += ms
+        self.throttle_count += 1
+        if ms > self.throttle_max_ms:
+            self.throttle_max_ms = ms
 
     def record_success(self, batch: ProducerBatch) -> None:
         self.records_sent += batch.record_count
@@ -153,6 +175,11 @@ class ProducerMetrics:
             "record-retry-total": counts[2],
             "record-retry-rate": retry_rate,
             "batch-size-avg": self.batch_bytes / self.batches_sent if self.batches_sent else 0.0,
+            "batch-size-max": float(self.batch_bytes_max),
+            "record-queue-time-avg": self.queue_time_total_ms / self.batches_sent if self.batches_sent else 0.0,
+            "record-queue-time-max": self.queue_time_max_ms,
+            "produce-throttle-time-avg": (self.throttle_total_ms / self.throttle_count) if self.throttle_count else 0.0,
+            "produce-throttle-time-max": self.throttle_max_ms,
             "records-per-request-avg": (self.records_in_requests / self.requests) if self.requests else 0.0,
             "compression-rate-avg": (self.compression_ratio_sum / self.batches_sent) if self.batches_sent else 1.0,
             "request-latency-avg": (self.latency_total_ms / self.latency_count) if self.latency_count else 0.0,

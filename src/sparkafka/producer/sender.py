@@ -374,8 +374,8 @@ class Sender:
             return
         by_topic: dict[str, list[tuple[int, Any]]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
-        records = wire_bytes = uncompressed = 0
-        ratios = 0.0
+        records = wire_bytes = uncompressed = largest = 0
+        ratios = queued = longest = 0.0
         for b in batches:
             tp = b.tp
             wire = b.records_bytes
@@ -388,6 +388,12 @@ class Sender:
             size = wire.nbytes
             records += b.record_count
             wire_bytes += size
+            if size > largest:
+                largest = size
+            waited = b.drained_ms - b.created_ms  # Java's queueTimeMs
+            queued += waited
+            if waited > longest:
+                longest = waited
             raw = b.builder.uncompressed_bytes + RECORD_BATCH_OVERHEAD  # no max(): it costs ~750 instructions
             uncompressed += raw if raw > size else size
             ratios += b.builder.actual_compression_ratio  # 1.0 without compression
@@ -408,7 +414,7 @@ class Sender:
                 b.in_request = False
             self._fail_without_retry(batches, exc)
             return
-        self.metrics.record_request(len(batches), records, wire_bytes, uncompressed, ratios)
+        self.metrics.record_request(len(batches), records, wire_bytes, uncompressed, ratios, largest, queued, longest)
 
         def on_response(resp: ClientResponse) -> None:
             self._handle_produce_response(resp, by_tp, names_by_id)
@@ -446,6 +452,7 @@ class Sender:
             batch.in_request = False
         if resp.error is None and resp.body is not None:  # Java's Sender: answered requests only
             self.metrics.record_latency(resp.latency_ms)
+            self.metrics.record_throttle(resp.body.get("throttle_time_ms") or 0)
         if resp.error is not None:
             exc = resp.error
             if isinstance(exc, (errors.UnsupportedVersionError, errors.AuthenticationError)):
