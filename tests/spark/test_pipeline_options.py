@@ -82,6 +82,7 @@ def test_option_errors_come_before_the_broker_and_spark_start(
     """These were checked in ``run_pipeline``, after the embedded broker and the Spark JVM had started (the
     summary file only after the whole job had run: a traceback then); ``-X`` was named as ``kafka.``."""
     import sparkafka.broker
+    import sparkafka.cli.broker  # imported before the patch: it binds EmbeddedBroker when imported
     from sparkafka import cli
     from sparkafka.cli import pipeline
 
