@@ -367,3 +367,31 @@ def test_a_java_rule_broken_by_a_librdkafka_property_names_that_property(conf: d
         Producer({**_NOWHERE, **conf})
     assert isinstance(ours.value, ConfigError) and ours.value.key == name
     assert f"is what '{name}' sets" in str(ours.value)
+
+
+@pytest.mark.parametrize(("conf", "refused"), [
+    ({"message.timeout.ms": 120000, "transaction.timeout.ms": 60000}, True),
+    ({"message.timeout.ms": 120000}, True),  # above the default transaction.timeout.ms, 60000
+    ({"message.timeout.ms": 60000}, False),
+    ({"message.timeout.ms": 0}, False),  # no limit: accepted there
+    ({"transaction.timeout.ms": 10000}, False),
+])
+def test_a_transactional_producers_message_timeout_follows_librdkafka(conf: dict[str, Any], refused: bool) -> None:
+    """librdkafka refuses message.timeout.ms above transaction.timeout.ms with a transactional.id, and lowers
+    an unset one to it (a record must not outlive its transaction); Java has no such rule."""
+    full = {"bootstrap.servers": "127.0.0.1:1", "transactional.id": "t", **conf}
+    try:
+        confluent_kafka.Producer(full)
+        real_refused = False
+    except confluent_kafka.KafkaException as exc:
+        real_refused = "transaction.timeout.ms" in str(exc)
+    assert real_refused == refused
+    if refused:
+        with pytest.raises(ConfigError, match=r"'message.timeout.ms' must be <= 'transaction.timeout.ms'") as info:
+            java(full)
+        assert info.value.key == "message.timeout.ms"
+    else:
+        settings = java(full)
+        assert settings.transaction_timeout_ms == conf.get("transaction.timeout.ms", 60000)
+        if "message.timeout.ms" not in conf:
+            assert settings.delivery_timeout_ms == settings.transaction_timeout_ms

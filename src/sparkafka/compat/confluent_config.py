@@ -484,6 +484,25 @@ def _fit_timeouts(java: dict[str, Any], names: Mapping[str, str]) -> None:
         java["request.timeout.ms"] = lowered
 
 
+def _fit_transaction_timeout(java: dict[str, Any], names: Mapping[str, str]) -> None:
+    """librdkafka's rule for a transactional producer (rd_kafka_conf_finalize): message.timeout.ms set above
+    transaction.timeout.ms is an error, and left unset it is transaction.timeout.ms (a record must not
+    outlive its transaction). Java has no such rule; its delivery.timeout.ms stays 120000."""
+    if not java.get("transactional.id"):
+        return
+    txn = _plain_number(java.get("transaction.timeout.ms", KEYS_BY_NAME["transaction.timeout.ms"].default))
+    if txn is None:
+        return
+    if "delivery.timeout.ms" not in java:
+        java["delivery.timeout.ms"] = int(txn)
+        return
+    delivery = _plain_number(java["delivery.timeout.ms"])
+    if delivery is not None and txn < delivery < INT32_MAX:  # INT32_MAX: message.timeout.ms 0, accepted there
+        name = names.get("delivery.timeout.ms", "message.timeout.ms")
+        raise ConfigError(f"{name!r} must be <= 'transaction.timeout.ms' with a transactional.id (librdkafka's "
+                          f"rule), got {java['delivery.timeout.ms']!r} > {txn:g}", name)
+
+
 def translate(conf: Mapping[str, Any]) -> CompatSettings:
     """Split a confluent-kafka config into the Java settings and what the compat Producer honours."""
     settings = CompatSettings()
@@ -521,5 +540,6 @@ def translate(conf: Mapping[str, Any]) -> CompatSettings:
             java[f"compression.{codec}.level"] = settings.compression_level
     if settings.oauth_cb is not None:
         java["sasl.oauthbearer.token.provider"] = functools.partial(settings.oauth_cb, settings.oauthbearer_config)
+    _fit_transaction_timeout(java, names)
     _fit_timeouts(java, names)
     return settings
