@@ -933,6 +933,29 @@ def test_a_transactional_request_is_retried_after_its_own_backoff(override: floa
 
 
 
+def test_a_refused_login_fails_init_transactions_and_close_does_not_wait_for_it() -> None:
+    """Java's Sender.runOnce: an AuthenticationException while awaiting the transactional request's node fails
+    every pending request and the producer, fatally (TransactionManager.authenticationFailed). Found by a
+    review with a wrong SASL password, TLS to a plaintext listener and mTLS without a certificate:
+    init_transactions() timed out again and again, and close() without a timeout never returned (its loop
+    waited for the pending FindCoordinator; Java's counts pending requests only inside a transaction)."""
+    rig = Rig()
+    tm = TransactionManager("tx", 60_000, 100)
+    rig.sender.tm = tm
+    result = tm.initialize_transactions()
+    rig.client.not_ready.add(1)
+    assert rig.sender._work_left() is False  # a FindCoordinator, no transaction yet: close() need not wait
+    rig.sender.run_once()
+    assert not result.is_done()  # not ready, no login refused: it waits, as before
+    refused = errors.AuthenticationError("SASL authentication failed: invalid credentials")
+    rig.client.authentication_error = lambda node=None: refused  # type: ignore[method-assign]
+    rig.sender.run_once()
+    assert result.is_done() and result.error is refused
+    assert tm.has_fatal_error() and rig.sender._work_left() is False
+    with pytest.raises(errors.AuthenticationError, match="invalid credentials"):
+        result.wait(0)
+
+
 def _init_pid(rig: Rig, pid: int = 4242, epoch: int = 3) -> None:
     rig.step()
     init = [r for r in rig.client.sent if r.api_key == ApiKey.INIT_PRODUCER_ID]

@@ -163,7 +163,10 @@ class Sender:
             return self.client.in_flight_count() > 0
         if self.accumulator.has_undrained() or self.client.in_flight_count() > 0:
             return True
-        return tm is not None and tm.is_transactional and tm.has_pending_requests()
+        # Java's hasPendingTransactionalRequests: requests count only inside a transaction (a FindCoordinator or
+        # InitProducerId that cannot get through kept close() without a timeout waiting forever)
+        return (tm is not None and tm.is_transactional and tm.has_pending_requests()
+                and tm.has_ongoing_transaction())
 
     def _run_once_guarded(self) -> None:
         try:
@@ -686,6 +689,15 @@ class Sender:
             return True
         node = self._txn_target(req, now)
         if node is None or not self.client.ready(node, now):
+            refused = self.client.authentication_error(node) if node is not None else self.client.authentication_error()
+            if refused is not None:
+                # Java's Sender.runOnce: an AuthenticationException while awaiting the node fails every pending
+                # transactional request and the producer, fatally (TransactionManager.authenticationFailed);
+                # init_transactions() raised a timeout, again and again, while the login kept failing
+                tm.requeue(req)
+                tm.transition_to_fatal(refused)
+                self.client.poll(self.retry_backoff_ms, now)
+                return True
             self._await_txn_node(req, node, now)
             return True
         self._txn_node_wait = None
