@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import socket
 import struct
@@ -145,6 +146,35 @@ def test_unreachable_bootstrap_backs_off_with_jitter() -> None:
             assert min(base * 0.8, 1000) - 1 <= delay <= min(base * 1.2, 1000)
         assert delays[-1] == 1000 or delays[-1] >= 800
         assert len(set(delays[:4])) == 4
+    finally:
+        client.close()
+
+
+def test_a_connection_that_is_not_established_is_a_warning_saying_why(
+        fake_broker: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """Java's NetworkClient warns when a connection could not be established or closed during authentication;
+    this client logged it at DEBUG, so a TLS client at a plaintext listener saw nothing but a metadata timeout
+    (found by a security review). A connection lost after it was ready is not a setup failure (DEBUG)."""
+    port = free_port()
+    client = _client(f"127.0.0.1:{port}")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="sparkafka.net"):
+            client.ready(-1, client.clock.monotonic_ms())
+            _poll_until(client, lambda: client.connection_state(-1) is ConnectionState.DISCONNECTED)
+        [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert "node -1: connection not established: " in warning.getMessage()
+        assert str(port) in warning.getMessage()
+    finally:
+        client.close()
+    caplog.clear()
+    client = _client(fake_broker.bootstrap)
+    try:
+        _connect(client)
+        with caplog.at_level(logging.DEBUG, logger="sparkafka.net"):
+            for conn in list(fake_broker._conns):
+                conn.close()
+            _poll_until(client, lambda: client.connection_state(-1) is ConnectionState.DISCONNECTED)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     finally:
         client.close()
 

@@ -425,7 +425,8 @@ class NetworkClient:
             self._ready_once.add(node_id)
         elif state is DISCONNECTED:
             now = self.clock.monotonic_ms()
-            if node_id in self._ready_once:
+            setup_failed = node_id not in self._ready_once
+            if not setup_failed:
                 self._ready_once.discard(node_id)
             else:
                 node_state.setup_failures += 1
@@ -441,6 +442,11 @@ class NetworkClient:
                 log.warning("node %s: %s", node_id, error)
             elif error is not None:
                 node_state.auth_error = None
+                if setup_failed:
+                    # Java's NetworkClient warns when a connection could not be established or was closed
+                    # during authentication (a TLS client at a plaintext listener is only that: a closed
+                    # connection, and then a timeout; this line says why)
+                    log.warning("node %s: connection not established: %s", node_id, error)
             log.debug(
                 "node %s disconnected (%r); reconnect backoff %.0f ms", node_id, error, node_state.backoff_ms
             )
