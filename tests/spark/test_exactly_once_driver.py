@@ -220,3 +220,15 @@ def test_the_decision_log_finds_a_sink_behind_other_sinks(kafka: KafkaCluster) -
         other = log.latest("other-3")
         assert other is not None and other.batch == 395
         assert log.latest("nobody") is None
+
+
+def test_a_broker_without_the_transaction_admin_apis_is_refused_before_any_task(tansu: Any) -> None:
+    """Tansu answers neither DescribeTransactions nor ListTransactions: a streaming query ran its tasks and
+    died at its first commit saying only "Writing job failed" (found by a Spark sink review), a batch write
+    named a bare api key. recover(), which writer() and streamWriter() call first, now says what is needed."""
+    options = SinkOptions.parse({"kafka.bootstrap.servers": tansu.bootstrap_servers, "topic": "t",
+                                 "sparkafka.guarantee": "exactly_once", "sparkafka.sink.id": "no-admin-apis"})
+    with pytest.raises(errors.ConfigError, match=r"sparkafka.guarantee=exactly_once needs a broker that answers "
+                                                 r"DescribeTransactions and ListTransactions") as info:
+        ExactlyOnceSink(options).recover(sweep=False)
+    assert info.value.key == "sparkafka.guarantee"

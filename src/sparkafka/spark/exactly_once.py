@@ -41,6 +41,7 @@ from typing import Any
 
 from sparkafka import errors
 from sparkafka.producer.txn_commit import TransactionFinisher
+from sparkafka.protocol.messages import ApiKey
 from sparkafka.spark.decision_log import (
     ABORTED,
     COMMITTED,
@@ -50,7 +51,7 @@ from sparkafka.spark.decision_log import (
     DecisionLog,
     SinkTransaction,
 )
-from sparkafka.spark.options import DRIVER_EXIT_OPTION, SinkOptions
+from sparkafka.spark.options import DRIVER_EXIT_OPTION, GUARANTEE_OPTION, SinkOptions
 
 __all__ = ["BATCH_WRITE", "BATCH_WRITE_QUERY", "ExactlyOnceSink", "Outcome", "transactional_id",
            "transactional_id_prefix"]
@@ -64,6 +65,19 @@ BATCH_WRITE_QUERY = "batch-write"
 meets it is refused like one meeting another query's id, instead of having its batch 0 skipped as written
 by the batch write. Decision logs written before it hold no query id for batch writes."""
 _ONGOING = "Ongoing"
+
+
+def _check_broker(finisher: TransactionFinisher) -> None:
+    """The admin APIs phase two needs, asked of the broker before any task runs (``recover``, from ``writer()``
+    and ``streamWriter()``): without them (Tansu; Kafka before 3.0) a streaming query failed at its first
+    commit, with every task's transaction prepared, saying only "Writing job failed"."""
+    for api in (ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS):
+        try:
+            finisher.admin.negotiated_version(api)
+        except errors.UnsupportedVersionError as exc:
+            raise errors.ConfigError(
+                f"{GUARANTEE_OPTION}=exactly_once needs a broker that answers DescribeTransactions and "
+                f"ListTransactions (Apache Kafka 3.0 or newer, KIP-664): {exc}", GUARANTEE_OPTION) from exc
 
 
 def transactional_id_prefix(sink_id: str) -> str:
@@ -132,6 +146,7 @@ class ExactlyOnceSink:
         (only when no task of this sink can be running). Returns the latest decision."""
         dlog, finisher = self._open()
         try:
+            _check_broker(finisher)
             latest = dlog.latest(self.sink_id)
             if latest is not None and latest.state == PREPARED:
                 log.warning("sink %r: batch %d was PREPARED but not COMMITTED (the driver stopped after the "
@@ -159,6 +174,7 @@ class ExactlyOnceSink:
         query = query if query is not None else _query_id(messages)
         dlog, finisher = self._open()
         try:
+            _check_broker(finisher)
             latest = dlog.latest(self.sink_id)
             if latest is not None and latest.state == PREPARED:
                 # a commit of this batch (or, were recovery skipped, an earlier one) passed its commit point
@@ -188,6 +204,7 @@ class ExactlyOnceSink:
         query = query if query is not None else _query_id(messages)
         dlog, finisher = self._open()
         try:
+            _check_broker(finisher)
             latest = dlog.latest(self.sink_id)
             if latest is not None and latest.state == PREPARED:
                 log.warning("sink %r: abort of batch %d after the commit point of batch %d: committing that "
