@@ -132,6 +132,34 @@ def test_summary_adds_up_tasks_and_is_appended_as_json(
     assert WriteSummary.from_json(first.to_json()) == first
 
 
+def test_a_summary_path_that_cannot_be_appended_to_is_refused_before_any_task_and_never_fails_a_commit(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Found by a Spark sink review: a summary path in a missing directory failed the write at commit time,
+    after every record was in Kafka (a re-run sent them again; a streaming query died at its first commit).
+    writer() and streamWriter() check it on the driver now, and a summary that cannot be written later (a
+    directory removed meanwhile) is logged, not raised: the write itself succeeded."""
+    schema = StructType([StructField("value", StringType())])
+    bad = str(tmp_path / "missing" / "summary.jsonl")
+    for make in ("writer", "streamWriter"):
+        source = SparkafkaDataSource(options={"kafka.bootstrap.servers": "x:1", "topic": "t",
+                                              "sparkafka.summary.path": bad})
+        with pytest.raises(ConfigError, match=r"sparkafka\.summary\.path .* cannot be appended to") as info:
+            getattr(source, make)(schema, False)
+        assert info.value.key == "sparkafka.summary.path"
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    path = str(gone / "summary.jsonl")
+    source = SparkafkaDataSource(options={"kafka.bootstrap.servers": "x:1", "topic": "t",
+                                          "sparkafka.summary.path": path})
+    writer = source.writer(schema, False)
+    assert Path(path).exists()  # created, empty, by the check
+    Path(path).unlink()
+    gone.rmdir()
+    with caplog.at_level(logging.ERROR, logger="sparkafka.spark"):
+        writer.commit([SparkafkaCommitMessage(0, 0, 1, 1, 10, 0.1, (("t", 0, 0, 0, 1),))])
+    assert "could not append the write's summary" in caplog.text
+
+
 # ----------------------------------------------------------------------------------- driver checks
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))

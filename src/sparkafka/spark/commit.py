@@ -22,7 +22,9 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
+from sparkafka.errors import ConfigError
 from sparkafka.spark.decision_log import SinkTransaction
+from sparkafka.spark.options import SUMMARY_PATH_OPTION
 
 __all__ = ["PartitionOffsets", "SparkafkaCommitMessage", "WriteSummary", "read_summaries"]
 
@@ -122,6 +124,17 @@ class WriteSummary:
     def from_json(cls, text: str) -> WriteSummary:
         data = json.loads(text)
         return cls(**data)
+
+    @staticmethod
+    def check_path(path: str) -> None:
+        """A ConfigError now (on the driver, before any task runs) if ``path`` cannot be appended to: found at
+        commit time, the error failed a write whose records were already in Kafka, and a re-run sent them
+        again. Creates the file, empty, if it is missing (the summary would create it)."""
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        except OSError as exc:
+            raise ConfigError(f"{SUMMARY_PATH_OPTION} {path!r} cannot be appended to: {exc}",
+                              SUMMARY_PATH_OPTION) from exc
 
     def append_to(self, path: str) -> None:
         """Append this summary as one JSON line (one ``write`` call, safe for concurrent appenders)."""

@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 
 from sparkafka.errors import ConfigError, InvalidRecordInputError
 from sparkafka.producer.arrow.send import ColumnPlan, plan_columns
+from sparkafka.spark.commit import WriteSummary
 from sparkafka.spark.exactly_once import BATCH_WRITE, BATCH_WRITE_QUERY, ExactlyOnceSink
 from sparkafka.spark.options import SINK_ID_OPTION, SinkOptions
 from sparkafka.spark.writer import SparkafkaBatchWriter, SparkafkaStreamWriter
@@ -89,7 +90,10 @@ class SparkafkaDataSource(DataSource):
 
     def _prepare(self, schema: StructType) -> tuple[SinkOptions, ColumnPlan]:
         options = SinkOptions.parse(self.options)
-        return options, plan_spark_schema(schema, options.topic)
+        plan = plan_spark_schema(schema, options.topic)
+        if options.summary_path:  # the driver's file: checked here, not where the executors parse the options
+            WriteSummary.check_path(options.summary_path)
+        return options, plan
 
     def writer(self, schema: StructType, overwrite: bool) -> SparkafkaBatchWriter:
         if overwrite:

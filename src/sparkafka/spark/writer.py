@@ -49,6 +49,7 @@ from sparkafka.spark.options import (
     FAIL_FIRST_ATTEMPT_OPTION,
     KILL_FIRST_ATTEMPT_OPTION,
     STALL_FIRST_ATTEMPT_OPTION,
+    SUMMARY_PATH_OPTION,
     SinkOptions,
 )
 from sparkafka.spark.producer_cache import ProducerCache, shared_cache
@@ -221,6 +222,17 @@ def _abort_quietly(producer: Any, txn_id: str) -> None:
         log.warning("task transaction %r: abort after a failure did not complete", txn_id, exc_info=True)
 
 
+def _write_summary(summary: WriteSummary, path: str) -> None:
+    """Append the write's summary to ``sparkafka.summary.path``; a failure (checked writable when the write
+    began: a full disk, a removed directory) is logged, not raised: the write's records are in Kafka (or its
+    abort is done), and failing the write would make a re-run send them again."""
+    try:
+        summary.append_to(path)
+    except OSError:
+        log.error("could not append the write's summary to %s=%r: %s", SUMMARY_PATH_OPTION, path,
+                  summary.describe(), exc_info=True)
+
+
 def _commit(options: SinkOptions, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
     if options.exactly_once:
         outcome = ExactlyOnceSink(options).commit(BATCH_WRITE if batch_id is None else batch_id, messages,
@@ -231,7 +243,7 @@ def _commit(options: SinkOptions, messages: list[WriterCommitMessage | None], ba
         summary = WriteSummary.from_messages(messages, "committed", batch_id)
     log.info("%s", summary.describe())
     if options.summary_path:
-        summary.append_to(options.summary_path)
+        _write_summary(summary, options.summary_path)
 
 
 def _abort(options: SinkOptions, messages: list[WriterCommitMessage | None], batch_id: int | None) -> None:
@@ -242,7 +254,7 @@ def _abort(options: SinkOptions, messages: list[WriterCommitMessage | None], bat
                                              transactions=outcome.transactions)
         log.warning("%s", summary.describe())
         if options.summary_path:
-            summary.append_to(options.summary_path)
+            _write_summary(summary, options.summary_path)
         return
     summary = WriteSummary.from_messages(messages, "aborted", batch_id)
     log.warning(
@@ -253,7 +265,7 @@ def _abort(options: SinkOptions, messages: list[WriterCommitMessage | None], bat
         summary.tasks - summary.failed_tasks, summary.acknowledged,
         ", ".join(f"{tp}=[{r[0]}..{r[1]}]" for tp, r in summary.partitions.items()) or "no offsets")
     if options.summary_path:
-        summary.append_to(options.summary_path)
+        _write_summary(summary, options.summary_path)
 
 
 class SparkafkaBatchWriter(DataSourceArrowWriter):
