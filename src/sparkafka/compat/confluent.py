@@ -91,6 +91,9 @@ OFFSET_INVALID: Final = -1001
 """librdkafka's offset of a record without one (failed, or acks=0)."""
 
 _DEFAULT_LINGER_MS: Final = 5
+_HOLD_JOIN_S: Final = 2.0
+"""How long close() waits for the metadata hold's thread after the producer closed (its send() then returns
+at once: a bound, not a wait)."""
 
 DeliveryCallback = Callable[[KafkaError | None, "Message"], object]
 HeaderList = list[tuple[str, bytes | None]]
@@ -674,8 +677,10 @@ class Producer:
             self._closed = True
             self._hold.close(errors.ProducerClosedError(
                 "the producer was closed while the record waited for its topic's metadata"))
-            # the time flush() left: close(timeout) is bounded by timeout, not twice it
+            # the time flush() left: close(timeout) is bounded by timeout, not twice it; closing the producer
+            # also ends a send() of the hold's thread blocked on memory, so the join after it is short
             self._producer.close(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            self._hold.join(_HOLD_JOIN_S)
             self._serve()
             if self._bridge is not None:
                 logging.getLogger("sparkafka").removeHandler(self._bridge)

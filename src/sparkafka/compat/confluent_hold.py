@@ -14,7 +14,8 @@ than ``wait_ms`` from ``produce()`` (max.block.ms, or message.timeout.ms if shor
 (TOPIC_AUTHORIZATION_FAILED, an invalid name) fails every record held for it. ``drain()`` waits until nothing
 is held (``flush()``, ``commit_transaction()``: a held record must join its transaction before the commit),
 ``fail_all()`` fails what is held (``purge()``, ``abort_transaction()``), ``close()`` fails the rest and stops
-the thread. ``send`` and ``fail`` never raise: they report through the record's delivery report.
+the thread once its current ``send`` returned (``join()`` waits for it). ``send`` and ``fail`` never raise:
+they report through the record's delivery report.
 """
 
 from __future__ import annotations
@@ -127,15 +128,19 @@ class MetadataHold(Generic[R]):
         return len(failed)
 
     def close(self, error: BaseException) -> None:
-        """Fail what is held with ``error`` and stop the thread."""
+        """Fail what is held with ``error`` and tell the thread to stop once its current ``send`` returned
+        (``join`` waits for that: close the producer first, which ends a ``send`` blocked on memory)."""
         with self._cond:
             self._closed = True
         self.fail_all(error)
         with self._cond:
             self._cond.notify_all()
-            thread = self._thread
+
+    def join(self, timeout_s: float | None) -> None:
+        """Wait up to ``timeout_s`` for the thread to end (after ``close``)."""
+        thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            thread.join(timeout_s)
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
