@@ -17,6 +17,7 @@ import pytest
 from sparkafka import KafkaProducer, errors
 from sparkafka.broker import EmbeddedBroker
 from sparkafka.net.admin import AdminClient
+from sparkafka.net.tls import handshake_error
 from support.consume import consume_all
 from support.gateway import Certificates, Gateway
 
@@ -174,3 +175,15 @@ def test_an_alert_followed_by_a_reset_is_read_on_the_first_connection(
         producer.close(timeout=5)
     assert "CERTIFICATE_REQUIRED" in str(send_error)
     assert gw.stats.connections == 2 and gw.stats.relayed == 0
+
+
+@pytest.mark.parametrize("reason", ["TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_CERTIFICATE_UNKNOWN"])
+def test_a_client_certificate_the_broker_does_not_trust_is_named(reason: str) -> None:
+    """Apache Kafka's Java TLS answers a client certificate from a CA it does not trust with certificate_unknown
+    (a Python server with unknown_ca): both say the client certificate's CA is the problem (the first had only
+    the generic "check the ssl.* settings" hint; found by a security review on Kafka 4.4)."""
+    exc = ssl.SSLError(1, f"[SSL: {reason}] alert (_ssl.c:2580)")
+    exc.reason = reason
+    error = handshake_error(exc, 1, "127.0.0.1", 9093)
+    assert isinstance(error, errors.AuthenticationError)
+    assert "does not trust the CA of the client certificate (ssl.certificate.location)" in str(error)

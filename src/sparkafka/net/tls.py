@@ -162,7 +162,7 @@ def handshake_error(exc: BaseException, node_id: int, host: str, port: int) -> e
     elif "CERTIFICATE_REQUIRED" in upper or "HANDSHAKE_FAILURE" in upper or "BAD_CERTIFICATE" in upper:
         hint = ("the broker rejected the handshake; if it requires client certificates (mutual TLS) set "
                 "ssl.certificate.location and ssl.key.location to a certificate it trusts")
-    elif "UNKNOWN_CA" in upper:
+    elif "UNKNOWN_CA" in upper or "CERTIFICATE_UNKNOWN" in upper:  # Kafka's Java TLS sends certificate_unknown
         hint = "the broker does not trust the CA of the client certificate (ssl.certificate.location)"
     elif "PROTOCOL_VERSION" in upper or "UNSUPPORTED_PROTOCOL" in upper:
         hint = "no TLS version in common (sparkafka requires TLS 1.2 or newer)"
