@@ -76,7 +76,14 @@ class Scenario:
         started = time.monotonic()
         self.producer.close(timeout=10)
         assert time.monotonic() - started < 15, "close() hung"
-        records = consume_all(self.bootstrap, self.topic, expected_count=None, timeout=consume_timeout)
+        # at least every acknowledged record (that must be there), not only each partition's end: right after a
+        # leadership moves (a node back, the preferred leader elected again) a new leader can answer a fetch
+        # below the high watermark the old one acknowledged up to, and the consumer saw a partition's "end"
+        # before its last records (kafka_faults/stream.py reads the same way; seen here once: 358 of 3,000
+        # acknowledged records "missing", all at the end of one partition, after a follower came back)
+        expected = sum(1 for index in range(len(self.ledger))
+                       if self.ledger.outcome(index) is None and (only is None or only(index)))
+        records = consume_all(self.bootstrap, self.topic, expected_count=expected, timeout=consume_timeout)
         return verify_records(self.ledger, records, only=only)
 
     def close(self) -> None:
