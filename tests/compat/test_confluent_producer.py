@@ -12,11 +12,13 @@ outcomes are compared.
 
 from __future__ import annotations
 
+import gc
 import logging
 import pickle
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -806,3 +808,42 @@ def test_a_record_too_large_is_refused_at_once_even_for_a_topic_without_metadata
         assert info.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE and len(p) == 0
     finally:
         p.close(5)
+
+
+def _network_threads(client_id: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"kafka-producer-network-thread | {client_id}"]
+
+
+def test_a_dropped_producer_sends_what_it_had_then_stops(tansu: Any, unique_topic: Callable[[str], str]) -> None:
+    """confluent-kafka's users drop a Producer without close() (librdkafka destroys its handle with the object):
+    once its records are delivered it is collected and its I/O thread stops, instead of running (and
+    reconnecting to a broker that may be gone) for the life of the process. Records queued when it was dropped,
+    one topic known and one without metadata yet (held), are all sent first."""
+    known, new = unique_topic("drop-known"), unique_topic("drop-new")
+    create_topic(tansu.bootstrap_servers, known, 2)
+    client_id = unique_topic("dropped")
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "client.id": client_id, "linger.ms": 300})
+    p.produce(known, b"first", b"k")
+    assert p.flush(10) == 0  # the known topic's metadata is there: its records go to a batch at once
+    for i in range(50):
+        p.produce(new, f"v{i}".encode(), b"k")  # held for the new topic's metadata
+        p.produce(known, f"v{i}".encode(), b"k")  # in a batch for linger.ms
+    alive = weakref.ref(p)
+    del p
+    assert _network_threads(client_id)
+    deadline = time.monotonic() + 30
+    while _network_threads(client_id) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert alive() is None and not _network_threads(client_id), "the dropped Producer was never closed"
+    assert [r.value for r in consume_all(tansu.bootstrap_servers, new, expected_count=50)] == [
+        f"v{i}".encode() for i in range(50)]
+    assert len(consume_all(tansu.bootstrap_servers, known, expected_count=51)) == 51
+
+
+def test_a_closed_producer_is_not_closed_again_when_collected(tansu: Any) -> None:
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers})
+    finalizer = p._finalizer
+    assert finalizer.alive
+    p.close(5)
+    assert not finalizer.alive

@@ -400,3 +400,22 @@ def test_error_classes_relate_as_kafka_errors_do() -> None:
             assert ours is not None and issubclass(ours, expected), cls.__name__
         else:
             assert ours is expected, cls.__name__
+
+
+def test_a_dropped_producer_is_closed_as_kafka_pythons_del_closes_it(tansu: Any,
+                                                                     unique_topic: Callable[[str], str]) -> None:
+    """kafka-python's ``__del__`` closes a producer dropped unclosed (``close(timeout=1)``): its records are
+    flushed and its I/O thread stops, instead of running (and reconnecting to a broker that may be gone) for
+    the life of the process."""
+    topic = unique_topic("kp-drop")
+    create_topic(tansu.bootstrap_servers, topic, 2)
+    client_id = unique_topic("kp-dropped")
+    producer = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers, client_id=client_id, linger_ms=200)
+    producer.send(topic, b"first").get(10)
+    for i in range(20):
+        producer.send(topic, f"v{i}".encode())
+    name = f"kafka-producer-network-thread | {client_id}"
+    assert any(t.name == name for t in threading.enumerate())
+    del producer  # the last reference: collected here, closed with close(timeout=1)
+    assert not any(t.name == name for t in threading.enumerate())
+    assert len(consume_all(tansu.bootstrap_servers, topic, expected_count=21)) == 21

@@ -36,7 +36,11 @@ from the producer's transaction state (a commit after a record failed carries th
 as librdkafka's); records failed by ``abort_transaction()`` report ``_PURGE_QUEUE``, as librdkafka's
 purge on abort does. A ``logger`` gets sparkafka's log records through a handler on the ``sparkafka``
 logger while the producer is open: those whose level, read as a syslog severity, is at or below
-``log_level`` (librdkafka's filter; its default 6 leaves DEBUG records out).
+``log_level`` (librdkafka's filter; its default 6 leaves DEBUG records out). A ``Producer`` dropped without
+``close()`` (confluent-kafka users rarely call it: librdkafka's handle is destroyed when the object is) is
+closed when it is garbage-collected (a ``weakref.finalize``): its producer and its log handler.
+It can only be collected once nothing refers to it, and every record still queued or in flight does (its
+``Message``), so the records produced before it was dropped are sent first.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import operator
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn, SupportsIndex
@@ -339,6 +344,8 @@ class Producer:
             self._bridge = _LoggerBridge(settings.logger, settings.log_level)
             logging.getLogger("sparkafka").addHandler(self._bridge)
         self._closed = False
+        self._finalizer = weakref.finalize(self, _close_abandoned, self._producer, self._bridge)
+        self._finalizer.atexit = False  # at exit the daemon threads stop with the interpreter, as before
 
     # ------------------------------------------------------------------ produce
     def produce(self, topic: str, value: str | bytes | None = None, key: str | bytes | None = None,
@@ -668,6 +675,7 @@ class Producer:
         """Flush (serving the reports), then stop the producer. Returns True."""
         if self._closed:
             return True
+        self._finalizer.detach()
         if timeout is not None and timeout < 0:
             timeout = None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -692,6 +700,19 @@ class Producer:
 
     def __repr__(self) -> str:
         return f"Producer(partitioner={self._partitioner.name!r}, queued={self._queued})"
+
+
+def _close_abandoned(producer: KafkaProducer, bridge: _LoggerBridge | None) -> None:
+    """A ``Producer`` was garbage-collected unclosed: close its producer (nothing is queued or in flight: each
+    such record's ``Message`` refers to the ``Producer``; nor held, so the hold's thread has ended) and
+    remove its log handler. The hold is not an argument: it refers to the ``Producer``'s methods, which
+    would keep it alive."""
+    try:
+        producer.close(0)
+    except Exception:  # a finalizer must not raise
+        logging.getLogger("sparkafka.compat").exception("closing an abandoned Producer failed")
+    if bridge is not None:
+        logging.getLogger("sparkafka").removeHandler(bridge)
 
 
 def _as_bytes(data: object) -> bytes | None:

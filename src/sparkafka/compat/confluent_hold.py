@@ -5,16 +5,16 @@ metadata arrives, up to max.block.ms (after a rebootstrap also for a topic it kn
 ``produce()`` never blocks: it queues the record and fails it later. ``MetadataHold`` gives the confluent
 layer that behaviour. ``produce()`` asks ``take()`` first: a record for a topic the current metadata snapshot
 does not know, or for a topic that has records held already (the order per topic is kept), is held here and
-``take()`` returns True; any other record is sent by the caller at once. The hold's thread (started with the
-first held record, stopped by ``close()``) looks at every held topic about every 20 ms: once the topic is
+``take()`` returns True; any other record is sent by the caller at once. The hold's thread (started with a
+held record when none runs, ending when nothing is held) looks at every held topic about every 20 ms: once the topic is
 known it hands the topic's records to ``send`` in produce order (each stays at the head of its queue until
 ``send`` returned, so a later ``produce()`` queues behind it instead of overtaking it); a record held longer
 than ``wait_ms`` from ``produce()`` (max.block.ms, or message.timeout.ms if shorter: what the blocked
 ``send()`` would have waited) fails with MetadataTimeoutError; a broker error about the topic
 (TOPIC_AUTHORIZATION_FAILED, an invalid name) fails every record held for it. ``drain()`` waits until nothing
 is held (``flush()``, ``commit_transaction()``: a held record must join its transaction before the commit),
-``fail_all()`` fails what is held (``purge()``, ``abort_transaction()``), ``close()`` fails the rest and stops
-the thread once its current ``send`` returned (``join()`` waits for it). ``send`` and ``fail`` never raise:
+``fail_all()`` fails what is held (``purge()``, ``abort_transaction()``), ``close()`` fails the rest, and the
+thread ends once its current ``send`` returned (``join()`` waits for it). ``send`` and ``fail`` never raise:
 they report through the record's delivery report.
 """
 
@@ -146,9 +146,11 @@ class MetadataHold(Generic[R]):
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._held and not self._closed:
-                    self._cond.wait()
-                if self._closed and not self._held:
+                if not self._held:
+                    # nothing held: the thread ends (the next take() starts another), so that it keeps
+                    # nothing alive (``send`` and ``fail`` are the owner's methods) once the owner is dropped
+                    self._thread = None
+                    self._cond.notify_all()
                     return
                 topics = list(self._held)
             for topic in topics:

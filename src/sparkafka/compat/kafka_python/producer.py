@@ -15,7 +15,9 @@ but bytes or None, raises what ``KafkaProducer.send`` raises and also what it re
 The partitioner is sparkafka's built-in one (kafka-python's default hashes keys with the same murmur2)
 unless a custom one is given (``partitioner.py``). Like kafka-python, the
 producer is closed at interpreter exit (``close(timeout=1)``), so records sent just before exit are
-flushed.
+flushed, and when it is garbage-collected unclosed (kafka-python's ``__del__``: ``close(timeout=1)``): a
+``weakref.finalize`` closes the inner producer, whose I/O thread would otherwise run on, reconnecting
+forever, with nothing left to stop it.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ class KafkaProducer:
 
         self._at_exit = close_at_exit
         atexit.register(close_at_exit)
+        # dropped without close(): the inner producer (which holds no reference back) is closed as
+        # kafka-python's __del__ closes its own; at exit close_at_exit does it
+        self._finalizer = weakref.finalize(self, _close_abandoned, self._producer, close_at_exit)
+        self._finalizer.atexit = False
 
     # ------------------------------------------------------------------ send
     def send(self, topic: str, value: Any = None, key: Any = None,
@@ -143,6 +149,7 @@ class KafkaProducer:
     def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
         """Send what is buffered and stop, waiting at most ``timeout`` seconds."""
         atexit.unregister(self._at_exit)
+        self._finalizer.detach()
         if self._closed:
             return
         if timeout is not None and timeout < 0:
@@ -234,3 +241,13 @@ def _serializer(spec: Any, name: str) -> Serialize | None:
     if callable(spec):
         return lambda topic, headers, data: spec(data)
     raise errors.ConfigError(f"{name} must be a callable f(value) or a Serializer, got {type(spec).__name__}", name)
+
+
+def _close_abandoned(producer: _Producer, at_exit: Callable[[], None]) -> None:
+    """A ``KafkaProducer`` was garbage-collected unclosed: close its inner producer as kafka-python's
+    ``__del__`` does (``close(timeout=1)``; at once when the collection runs on the I/O thread)."""
+    atexit.unregister(at_exit)
+    try:
+        producer.close(1.0)
+    except Exception:  # a finalizer must not raise; close() does not, but a user callback may misbehave
+        log.exception("closing an abandoned KafkaProducer failed")
