@@ -90,6 +90,7 @@ def test_close_from_a_callback_returns_at_once(target: Target) -> None:
             error = e
         outcome.append((time.monotonic() - started, error))
         done.set()
+        time.sleep(0.3)  # the I/O thread is still running when the caller's close() below starts
 
     producer.send(topic, value=b"x", callback=cb)
     assert done.wait(15)
@@ -98,7 +99,8 @@ def test_close_from_a_callback_returns_at_once(target: Target) -> None:
     assert elapsed < SLACK_S
     with pytest.raises(errors.ProducerClosedError):
         producer.send(topic, value=b"y")
-    producer.close(2)  # closing again from the caller's thread returns too
+    producer.close(2)  # closing again from the caller's thread waits for the I/O thread to end (as Java's)
+    assert not producer._io_thread.is_alive()
 
 
 def test_flush_from_a_callback_is_refused(target: Target) -> None:

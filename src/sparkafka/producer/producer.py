@@ -536,7 +536,8 @@ class KafkaProducer:
     def close(self, timeout: float | None = None) -> None:
         """Send what is buffered and stop the I/O thread, waiting at most ``timeout`` seconds
         (None = until done). Records still pending at the timeout fail with ProducerClosedError.
-        Called from a callback, it closes at once without waiting. An open transaction is aborted, as
+        Called from a callback, it closes at once without waiting; called again from another thread, it
+        waits (up to ``timeout``) for the I/O thread to end, as Java's. An open transaction is aborted, as
         Java's Sender does, unless ``timeout`` is 0 (a forced close): then it stays open for another
         process to end by its handle (``producer.txn_commit``), or for its coordinator to abort after
         ``transaction.timeout.ms``."""
@@ -547,13 +548,19 @@ class KafkaProducer:
             return
         in_callback = threading.get_ident() == self._sender.thread_ident
         with self._close_lock:
-            if self._closed:
-                return
-            self._set_closing()
-            if in_callback or timeout == 0:
-                self._sender.force()
-            else:
-                self._sender.initiate_close()
+            closed_before = self._closed
+            if not closed_before:
+                self._set_closing()
+                if in_callback or timeout == 0:
+                    self._sender.force()
+                else:
+                    self._sender.initiate_close()
+        if closed_before:
+            # Java's close() joins the I/O thread however often it is called: after a close() from a
+            # callback (which could not wait), a close() from another thread waits for the thread to end
+            if not in_callback and timeout != 0:
+                self._io_thread.join(wait_seconds(timeout))
+            return
         if in_callback:
             self._metadata.close()  # wakes threads waiting for metadata; the I/O thread stops by itself
             self._close_partitioner()
