@@ -196,29 +196,10 @@ def test_send_raises_as_kafka_python_does(tansu: Any, unique_topic: Callable[[st
         producer.send(topic, b"v")
 
 
-def test_send_argument_type_errors_are_kafka_pythons(tansu: Any, unique_topic: Callable[[str], str]) -> None:
-    """kafka-python raises TypeError for a float timestamp_ms and a None topic (sparkafka's own send()
-    would raise ValueErrors)."""
-    topic = unique_topic("types")
-    create_topic(tansu.bootstrap_servers, topic, 1)
-    theirs = kafka.KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
-    ours = KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
-    try:
-        for producer in (theirs, ours):
-            with pytest.raises(TypeError, match=r"^1\.5$"):
-                producer.send(topic, b"v", timestamp_ms=1.5)  # type: ignore[arg-type]
-            with pytest.raises(TypeError, match="All topics must not be None"):
-                producer.send(None, b"v")  # type: ignore[arg-type]
-            assert producer.send(topic, b"v", timestamp_ms=1_600_000_000_000).get(30).timestamp == 1_600_000_000_000
-    finally:
-        theirs.close(5)
-        ours.close(5)
-
-
 def test_send_argument_errors_follow_kafka_python(tansu: Any, unique_topic: Callable[[str], str]) -> None:
-    """kafka-python's exception types: TypeError for a str partition (its ``partition < 0`` fails), a bool
-    timestamp_ms (its record builder wants exactly an int) and a topic that is not a str; partition=True is
-    partition 1 (a bool is an int there)."""
+    """kafka-python's exception types: TypeError for a str partition (its ``partition < 0`` fails), a float or
+    bool timestamp_ms (its record builder wants exactly an int) and a topic that is None or not a str (sparkafka's
+    own send() would raise ValueErrors); partition=True is partition 1 (a bool is an int there)."""
     topic = unique_topic("argtypes")
     create_topic(tansu.bootstrap_servers, topic, 2)
     theirs = kafka.KafkaProducer(bootstrap_servers=tansu.bootstrap_servers)
@@ -229,8 +210,13 @@ def test_send_argument_errors_follow_kafka_python(tansu: Any, unique_topic: Call
                 producer.send(topic, b"v", partition="1")  # type: ignore[arg-type]
             with pytest.raises(TypeError, match=r"^True$"):
                 producer.send(topic, b"v", timestamp_ms=True)
+            with pytest.raises(TypeError, match=r"^1\.5$"):
+                producer.send(topic, b"v", timestamp_ms=1.5)  # type: ignore[arg-type]
             with pytest.raises(TypeError, match="All topics must be strings"):
                 producer.send(5, b"v")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="All topics must not be None"):
+                producer.send(None, b"v")  # type: ignore[arg-type]
+            assert producer.send(topic, b"v", timestamp_ms=1_600_000_000_000).get(30).timestamp == 1_600_000_000_000
             with pytest.raises(ValueError, match="partition must be >= 0"):
                 producer.send(topic, b"v", partition=-1)
             assert producer.send(topic, b"v", partition=True).get(30).partition == 1
