@@ -76,6 +76,7 @@ def test_worker_python_reaches_the_variable_pyspark_reads() -> None:
     (["--input-partitions", "0"], "--input-partitions must be >= 1, got 0"),
     (["-X", "lingr.ms=5"], "-X: option 'kafka.lingr.ms': unknown config 'lingr.ms'; did you mean 'linger.ms'?"),
     (["--summary-json", "/no-such-dir/summary.json"], "--summary-json '/no-such-dir/summary.json' cannot be written"),
+    (["-X", "kafka.bootstrap.servers=127.0.0.1:1"], "-X bootstrap.servers: give the cluster as --bootstrap-servers"),
 ])
 def test_option_errors_come_before_the_broker_and_spark_start(
         options: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -513,6 +513,12 @@ def check_options(bootstrap: str, *, topic: str, partitions: int, input_partitio
             eo_options["sparkafka.sink.id"] = check_sink_id(sink_id)
         except ConfigError as exc:
             raise ConfigError(f"--sink-id: {exc}", "sink-id") from exc
+    if "bootstrap.servers" in producer_config:
+        # the sink would write there while the pipeline creates the topic, follows the progress and counts the
+        # records at --bootstrap-servers (or its embedded broker)
+        raise ConfigError("-X bootstrap.servers: give the cluster as --bootstrap-servers (the pipeline creates the "
+                          "topic, follows progress and counts the records there, as well as writing to it)",
+                          "producer-config")
     try:
         ProducerConfig.from_mapping({"bootstrap.servers": bootstrap})  # alone: an error here is its own
     except ConfigError as exc:
