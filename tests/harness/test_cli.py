@@ -32,7 +32,7 @@ def test_no_command_prints_help_and_returns_2(capsys: pytest.CaptureFixture[str]
 
 def test_bad_port_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["broker", "--port", "0"]) == 2
-    assert "port must be in 1..65535" in capsys.readouterr().err
+    assert "sparkafka broker: --port must be in 1..65535, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("option", "says"), [

@@ -57,6 +57,9 @@ def _check_log(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.port is not None and not 1 <= args.port <= 65535:
+        print(f"sparkafka broker: --port must be in 1..65535, got {args.port}", file=sys.stderr)
+        return 2
     try:
         broker = EmbeddedBroker(port=args.port, host=args.host, log_path=args.log)
         _check_host(args.host)
