@@ -395,3 +395,22 @@ def test_a_transactional_producers_message_timeout_follows_librdkafka(conf: dict
         assert settings.transaction_timeout_ms == conf.get("transaction.timeout.ms", 60000)
         if "message.timeout.ms" not in conf:
             assert settings.delivery_timeout_ms == settings.transaction_timeout_ms
+
+
+@pytest.mark.parametrize("name", sorted(PROPERTIES))
+def test_none_is_taken_or_refused_as_confluent_kafka_does(name: str) -> None:
+    """librdkafka takes None (an empty value) for a string property, leaving its default, and refuses it for a
+    bool or enum property ("cannot be set to empty value"); confluent-kafka takes ``logger=None`` (no logger).
+    A bool or enum property set to None was skipped, so the producer ran with the default."""
+    try:
+        confluent_kafka.Producer({**_NOWHERE, name: None})
+        theirs = True
+    except (confluent_kafka.KafkaException, TypeError, ValueError):  # a callback property: TypeError there
+        theirs = False
+    try:
+        translate({name: None})
+        ours = True
+    except (ConfigError, TypeError) as exc:
+        assert not isinstance(exc, ConfigError) or exc.key == name
+        ours = False
+    assert ours == theirs

@@ -163,16 +163,19 @@ class _Prop:
     """Applied to the value (checked against ``limits`` first) before it is passed on."""
     limits: _Range | None = None
     """librdkafka's range, for a numeric property."""
+    empty: bool = True
+    """None is accepted and leaves the property at its default, as librdkafka takes an empty string property;
+    False: librdkafka refuses an empty value (its bool and enum properties)."""
 
 
 PROPERTIES: Final[dict[str, _Prop]] = {
     "bootstrap.servers": _Prop("bootstrap.servers", lambda n, v: with_default_port(v)),
     "metadata.broker.list": _Prop("bootstrap.servers", lambda n, v: with_default_port(v)),
     "client.id": _Prop("client.id"),
-    "client.dns.lookup": _Prop("client.dns.lookup"),
-    "acks": _Prop("acks"),
-    "request.required.acks": _Prop("acks"),
-    "enable.idempotence": _Prop("enable.idempotence"),
+    "client.dns.lookup": _Prop("client.dns.lookup", empty=False),
+    "acks": _Prop("acks", empty=False),
+    "request.required.acks": _Prop("acks", empty=False),
+    "enable.idempotence": _Prop("enable.idempotence", empty=False),
     "transactional.id": _Prop("transactional.id"),
     "transaction.timeout.ms": _Prop("transaction.timeout.ms", limits=_Range(1000, INT32_MAX)),
     "linger.ms": _Prop("linger.ms", _milliseconds, _Range(0, 900000, fractional=True)),
@@ -186,8 +189,8 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     # requests; a ProduceRequest's too, bounded by its first record's message.timeout.ms); Java's
     # request.timeout.ms is that timeout for every request (and the ack timeout of a ProduceRequest)
     "socket.timeout.ms": _Prop("request.timeout.ms", limits=_Range(10, 300000)),
-    "compression.type": _Prop("compression.type", _codec),
-    "compression.codec": _Prop("compression.type", _codec),
+    "compression.type": _Prop("compression.type", _codec, empty=False),
+    "compression.codec": _Prop("compression.type", _codec, empty=False),
     "compression.level": _Prop(None, limits=_Range(-1, 12)),
     "retries": _Prop("retries", limits=_Range(0, INT32_MAX)),
     "message.send.max.retries": _Prop("retries", limits=_Range(0, INT32_MAX)),
@@ -203,9 +206,9 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     "connections.max.idle.ms": _Prop("connections.max.idle.ms", _zero_is_never, _Range(0, INT32_MAX)),
     "metadata.max.age.ms": _Prop("metadata.max.age.ms", limits=_Range(1, 86400000)),
     "topic.metadata.refresh.interval.ms": _Prop("metadata.max.age.ms", _minus_one_is_forever, _Range(-1, 3600000)),
-    "security.protocol": _Prop("security.protocol"),
-    "sasl.mechanisms": _Prop("sasl.mechanism"),
-    "sasl.mechanism": _Prop("sasl.mechanism"),
+    "security.protocol": _Prop("security.protocol", empty=False),
+    "sasl.mechanisms": _Prop("sasl.mechanism", empty=False),
+    "sasl.mechanism": _Prop("sasl.mechanism", empty=False),
     "sasl.username": _Prop("sasl.username"),
     "sasl.password": _Prop("sasl.password"),
     "sasl.oauthbearer.config": _Prop(None),
@@ -216,7 +219,7 @@ PROPERTIES: Final[dict[str, _Prop]] = {
     "ssl.key.password": _Prop("ssl.key.password"),
     "ssl.endpoint.identification.algorithm": _Prop(
         "ssl.endpoint.identification.algorithm",
-        lambda n, v: "" if isinstance(v, str) and v.strip().lower() == "none" else v),
+        lambda n, v: "" if isinstance(v, str) and v.strip().lower() == "none" else v, empty=False),
     "partitioner": _Prop(None),
     "sticky.partitioning.linger.ms": _Prop(None, limits=_Range(0, 900000)),
     "queue.buffering.max.messages": _Prop(None, limits=_Range(0, INT32_MAX)),
@@ -377,6 +380,8 @@ def _compat_value(settings: CompatSettings, name: str, value: Any) -> None:
     elif name == "error_cb":
         settings.error_cb = _callable(name, value)
     elif name == "logger":
+        if value is None:
+            return  # confluent-kafka takes None: no logger
         if not isinstance(value, logging.Logger):
             raise ConfigError(f"'logger' must be a logging.Logger, got {type(value).__name__}", name)
         settings.logger = value
@@ -513,6 +518,8 @@ def translate(conf: Mapping[str, Any]) -> CompatSettings:
             raise ConfigError(f"property names must be strings, got {name!r}")
         prop = PROPERTIES.get(name)
         if prop is not None:
+            if value is None and not prop.empty:
+                raise ConfigError(f"{name!r} cannot be set to an empty value (None), as librdkafka refuses", name)
             if prop.limits is not None:
                 value = _in_range(name, value, prop.limits)
             if prop.java is None:
