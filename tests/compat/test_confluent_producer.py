@@ -822,7 +822,8 @@ def test_a_dropped_producer_sends_what_it_had_then_stops(tansu: Any, unique_topi
     known, new = unique_topic("drop-known"), unique_topic("drop-new")
     create_topic(tansu.bootstrap_servers, known, 2)
     client_id = unique_topic("dropped")
-    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "client.id": client_id, "linger.ms": 300})
+    p = Producer({"bootstrap.servers": tansu.bootstrap_servers, "client.id": client_id, "linger.ms": 300,
+                  "error_cb": lambda error: None})  # its connection listeners must not keep the Producer alive
     p.produce(known, b"first", b"k")
     assert p.flush(10) == 0  # the known topic's metadata is there: its records go to a batch at once
     for i in range(50):
@@ -847,3 +848,71 @@ def test_a_closed_producer_is_not_closed_again_when_collected(tansu: Any) -> Non
     assert finalizer.alive
     p.close(5)
     assert not finalizer.alive
+
+
+def _transport_events(make: Callable[[dict[str, Any]], Any], conf: dict[str, Any],
+                      steps: Callable[[Any], None], seconds: float) -> list[tuple[str, str, bool]]:
+    seen: list[tuple[str, str, bool]] = []
+    p = make({**conf, "error_cb": lambda e: seen.append((e.name(), e.str(), e.fatal()))})
+    steps(p)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        p.poll(0.1)
+    p.purge()
+    p.flush(5)
+    return seen
+
+
+def test_unreachable_brokers_reach_error_cb_as_in_confluent_kafka() -> None:
+    """librdkafka tells error_cb of each broker it cannot reach (_TRANSPORT, "host:port/bootstrap: ...") and,
+    once every one failed, _ALL_BROKERS_DOWN ("2/2 brokers are down"), none fatal; the compat Producer told
+    it nothing (its records waited, then timed out)."""
+    with socket.socket() as one, socket.socket() as two:  # two ports nothing listens on
+        one.bind(("127.0.0.1", 0))
+        two.bind(("127.0.0.1", 0))
+        ports = [one.getsockname()[1], two.getsockname()[1]]
+        conf = {"bootstrap.servers": ",".join(f"127.0.0.1:{port}" for port in ports)}
+        outcome = {name: _transport_events(make, conf, lambda p: p.produce("t", b"v"), 2.5) for name, make in BOTH}
+    for name, seen in outcome.items():
+        assert not any(fatal for _, _, fatal in seen), name
+        transport = {text.split("/")[0] for code, text, _ in seen if code == "_TRANSPORT"}
+        assert transport == {f"127.0.0.1:{port}" for port in ports}, (name, seen)
+        assert [code for code, _, _ in seen].count("_ALL_BROKERS_DOWN") == 1, name
+        assert all("/bootstrap: " in text for code, text, _ in seen if code == "_TRANSPORT"), name
+        assert {code for code, _, _ in seen} == {"_TRANSPORT", "_ALL_BROKERS_DOWN"}, name
+    # librdkafka's count varies ("2/2", once "0/3": its internal broker thread counts too); ours counts the brokers
+    assert [text for code, text, _ in outcome["compat"] if code == "_ALL_BROKERS_DOWN"] == ["2/2 brokers are down"]
+
+
+def test_a_broker_lost_and_back_reaches_error_cb_per_outage(mock_cluster: MockCluster,
+                                                             unique_topic: Callable[[str], str]) -> None:
+    """A lost connection is _TRANSPORT and the outage _ALL_BROKERS_DOWN once, not once per reconnect attempt;
+    after the broker is back and lost again, both again. A healthy producer and its close() report nothing."""
+    topic = unique_topic("lost")
+    mock_cluster.create_topic(topic, 1, 1)
+    seen: list[tuple[str, str]] = []
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers,
+                  "error_cb": lambda e: seen.append((e.name(), e.str()))})
+    try:
+        p.produce(topic, b"v")
+        assert p.flush(10) == 0 and seen == []
+        for outage in (1, 2):
+            for broker in (1, 2, 3):
+                mock_cluster.broker_set_down(broker)
+            deadline = time.monotonic() + 10
+            while [code for code, _ in seen].count("_ALL_BROKERS_DOWN") < outage and time.monotonic() < deadline:
+                p.poll(0.1)
+            for _ in range(15):  # reconnect attempts every 50 ms .. 1 s: still one report of the outage
+                p.poll(0.1)
+            assert [code for code, _ in seen].count("_ALL_BROKERS_DOWN") == outage, seen
+            for broker in (1, 2, 3):
+                mock_cluster.broker_set_up(broker)
+            p.produce(topic, b"back")
+            assert p.flush(15) == 0
+        transport = [text for code, text in seen if code == "_TRANSPORT"]
+        assert transport and len(transport) <= 2 * 3 * 2, seen  # per outage, at most a failure and a refusal per node
+    finally:
+        before = len(seen)
+        p.close(5)
+    p.poll(0)
+    assert len(seen) == before

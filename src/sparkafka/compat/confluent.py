@@ -1,46 +1,47 @@
 """confluent-kafka's ``Producer`` on sparkafka: ``from sparkafka.compat.confluent import Producer``.
 
-How it works: ``Producer(conf)`` translates the librdkafka properties once (``confluent_config``: one
-table) and builds a sparkafka ``KafkaProducer`` whose ``partitioner.class`` is librdkafka's partitioner
-(``consistent_random`` unless ``partitioner`` says otherwise), so keys land where confluent-kafka put
-them; a bad config raises ``ConfigException``, a ``KafkaException`` (``_INVALID_ARG``, as librdkafka)
-that is sparkafka's ``ConfigError`` too. ``produce()`` checks librdkafka's queue limits
-(``queue.buffering.max.messages`` / ``.kbytes``: ``BufferError`` when full, counting every record until
-its delivery report is served, as librdkafka does; 0 messages is no limit), creates a ``Message`` and
-hands the record to ``KafkaProducer.send`` with the message's ``_delivered`` as the callback. That
-callback runs on the I/O thread: it only fills in the message (partition, offset, timestamp, latency or
-a ``KafkaError``) and queues it. ``poll()`` / ``flush()`` serve the queued reports on the caller's
-thread, calling ``on_delivery(err, msg)`` (with ``delivery.report.only.error``, for failed records only: a
-successful record's report is still queued and served, silently, so it counts in ``len()`` and the queue
-limits until then, as confluent-kafka's); an exception raised by a callback leaves ``poll()`` with the
-rest still queued. A report's accessors read as confluent-kafka's: no offset or partition is None, a
-failed record's timestamp is ``(TIMESTAMP_NOT_AVAILABLE, -1)``. Errors librdkafka reports through the
-delivery report (the topic's metadata not available within ``max.block.ms``, an illegal topic name, an
-explicit partition the topic turns out not to have when its metadata is first fetched) become a failed
-report too. As librdkafka's, ``produce()`` does not wait for a topic's metadata: a record for a topic the
-producer has no metadata for (a new topic; any topic after a rebootstrap) is held by a ``MetadataHold``
-(``confluent_hold``) and sent by its thread once the metadata arrives, in produce order per topic, or fails
-after ``max.block.ms`` (``message.timeout.ms`` if shorter); ``flush()`` and ``commit_transaction()`` wait
-for the held records first, ``purge()`` and ``abort_transaction()`` fail them with ``_PURGE_QUEUE``.
-Errors librdkafka raises from ``produce()`` raise ``KafkaException`` here (a record too large, a partition the
-topic is known not to have), and a full buffer (``buffer.memory`` for ``max.block.ms``) is ``BufferError``.
-(``KafkaProducer.send`` returns such errors in a failed future, Java's contract, after calling the callback in
-the producing thread: ``_delivered`` ignores that call, so ``produce()`` alone decides between a report and a
-raise.) ``produce()``'s arguments are taken as confluent-kafka takes them (``partition`` and ``timestamp`` are
-C integers: a bool is 0 or 1, a float TypeError, a value out of range OverflowError; a non-str header key is
-sent as ``str(key)``) except where confluent-kafka would send something wrong: a negative ``timestamp`` (sent
-there as the record's CreateTime) raises ``KafkaException`` (_INVALID_ARG), a bytes header key (sent there as
-its repr, "b'k'") ``TypeError``. Transactions wrap the producer's, raising
-``KafkaException`` whose ``KafkaError`` says ``retriable()`` / ``txn_requires_abort()`` / ``fatal()``
-from the producer's transaction state (a commit after a record failed carries that record's error code,
-as librdkafka's); records failed by ``abort_transaction()`` report ``_PURGE_QUEUE``, as librdkafka's
-purge on abort does. A ``logger`` gets sparkafka's log records through a handler on the ``sparkafka``
-logger while the producer is open: those whose level, read as a syslog severity, is at or below
-``log_level`` (librdkafka's filter; its default 6 leaves DEBUG records out). A ``Producer`` dropped without
-``close()`` (confluent-kafka users rarely call it: librdkafka's handle is destroyed when the object is) is
-closed when it is garbage-collected (a ``weakref.finalize``): its producer and its log handler.
-It can only be collected once nothing refers to it, and every record still queued or in flight does (its
-``Message``), so the records produced before it was dropped are sent first.
+How it works: ``Producer(conf)`` translates the librdkafka properties once (``confluent_config``: one table)
+and builds a sparkafka ``KafkaProducer`` whose ``partitioner.class`` is librdkafka's partitioner
+(``consistent_random`` unless ``partitioner`` says otherwise), so keys land where confluent-kafka put them; a
+bad config raises ``ConfigException``, a ``KafkaException`` (``_INVALID_ARG``, as librdkafka) that is
+sparkafka's ``ConfigError`` too. ``produce()`` checks librdkafka's queue limits
+(``queue.buffering.max.messages`` / ``.kbytes``: ``BufferError`` when full, counting every record until its
+delivery report is served, as librdkafka does; 0 messages is no limit), creates a ``Message`` and hands the
+record to ``KafkaProducer.send`` with the message's ``_delivered`` as the callback. That callback runs on the
+I/O thread: it only fills in the message (partition, offset, timestamp, latency or a ``KafkaError``) and
+queues it. ``poll()`` / ``flush()`` serve the queued reports on the caller's thread, calling
+``on_delivery(err, msg)`` (with ``delivery.report.only.error``, for failed records only: a successful record's
+report is still queued and served, silently, so it counts in ``len()`` and the queue limits until then, as
+confluent-kafka's); an exception raised by a callback leaves ``poll()`` with the rest still queued. A report's
+accessors read as confluent-kafka's: no offset or partition is None, a failed record's timestamp is
+``(TIMESTAMP_NOT_AVAILABLE, -1)``. Errors librdkafka reports through the delivery report (the topic's metadata
+not available within ``max.block.ms``, an illegal topic name, an explicit partition the topic turns out not to
+have when its metadata is first fetched) become a failed report too. As librdkafka's, ``produce()`` does not
+wait for a topic's metadata: a record for a topic the producer has no metadata for (a new topic; any topic
+after a rebootstrap) is held by a ``MetadataHold`` (``confluent_hold``) and sent by its thread once the
+metadata arrives, in produce order per topic, or fails after ``max.block.ms`` (``message.timeout.ms`` if
+shorter); ``flush()`` and ``commit_transaction()`` wait for the held records first, ``purge()`` and
+``abort_transaction()`` fail them with ``_PURGE_QUEUE``. Errors librdkafka raises from ``produce()`` raise
+``KafkaException`` here (a record too large, a partition the topic is known not to have), and a full buffer
+(``buffer.memory`` for ``max.block.ms``) is ``BufferError``. (``KafkaProducer.send`` returns such errors in a
+failed future, Java's contract, after calling the callback in the producing thread: ``_delivered`` ignores
+that call, so ``produce()`` alone decides between a report and a raise.) ``produce()``'s arguments are taken
+as confluent-kafka takes them (``partition`` and ``timestamp`` are C integers: a bool is 0 or 1, a float
+TypeError, a value out of range OverflowError; a non-str header key is sent as ``str(key)``) except where
+confluent-kafka would send something wrong: a negative ``timestamp`` (sent there as the record's CreateTime)
+raises ``KafkaException`` (_INVALID_ARG), a bytes header key (sent there as its repr, "b'k'") ``TypeError``.
+Transactions wrap the producer's, raising ``KafkaException`` whose ``KafkaError`` says ``retriable()`` /
+``txn_requires_abort()`` / ``fatal()`` from the producer's transaction state (a commit after a record failed
+carries that record's error code, as librdkafka's); records failed by ``abort_transaction()`` report
+``_PURGE_QUEUE``, as librdkafka's purge on abort does. A ``logger`` gets sparkafka's log records through a
+handler on the ``sparkafka`` logger while the producer is open: those whose level, read as a syslog severity,
+is at or below ``log_level`` (librdkafka's filter; its default 6 leaves DEBUG records out). ``error_cb`` gets,
+from ``poll()``, authentication failures, the fatal error once, and (``confluent_transport``) a connection to
+a broker failing or lost (``_TRANSPORT``) and every broker down (``_ALL_BROKERS_DOWN``), as librdkafka's. A
+``Producer`` dropped without ``close()`` (confluent-kafka users rarely call it: librdkafka's handle is
+destroyed when the object is) is closed when it is garbage-collected (a ``weakref.finalize``): its producer
+and its log handler. It can only be collected once nothing refers to it, and every record still queued or in
+flight does (its ``Message``), so the records produced before it was dropped are sent first.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from typing import Any, Final, NoReturn, SupportsIndex
 from sparkafka import errors
 from sparkafka.compat.confluent_config import CompatSettings, translate
 from sparkafka.compat.confluent_hold import MetadataHold
+from sparkafka.compat.confluent_transport import TransportEvents
 from sparkafka.compat.librdkafka_errors import (
     ConfigException,
     KafkaError,
@@ -339,6 +341,8 @@ class Producer:
         """True from ``abort_transaction()`` to the next ``begin_transaction()``."""
         self._waiting = False
         self._wake = threading.Event()
+        if settings.error_cb is not None:  # broker connections failing or lost, as librdkafka reports them
+            TransportEvents(self._producer._client, self._producer._clock, self._events, self._wake)
         self._bridge: _LoggerBridge | None = None
         if settings.logger is not None:
             self._bridge = _LoggerBridge(settings.logger, settings.log_level)

@@ -68,6 +68,7 @@ _WAIT_FOR_IO: Callable[[int, int, int, bool], list[tuple[int, int]]] | None = ge
 """The accelerator's ``epoll_wait`` that hands the GIL back to this thread early (``_c/_sender_io.c``)."""
 
 DisconnectListener = Callable[[int, "Exception | None"], None]
+ReadyListener = Callable[[int], None]
 _MAX_SELECT_MS = 3_600_000.0
 _IDLE_CHECK_INTERVAL_MS = 1000.0
 
@@ -175,6 +176,7 @@ class NetworkClient:
         self.requests_sent = 0
         """Requests handed to a connection by ``send`` (the producer's request-total: every API, as Java's)."""
         self._disconnect_listeners: list[DisconnectListener] = []
+        self._ready_listeners: list[ReadyListener] = []
         self._next_idle_check_ms = -math.inf
         self._closed = False
         self._selector = selectors.DefaultSelector()
@@ -407,8 +409,20 @@ class NetworkClient:
 
     # ------------------------------------------------------------------ listeners
     def add_disconnect_listener(self, listener: DisconnectListener) -> None:
-        """``listener(node_id, error)`` runs (on the I/O thread) whenever a connection closes."""
+        """``listener(node_id, error)`` runs (on the I/O thread) whenever a connection closes (``error`` None
+        when the client closed it)."""
         self._disconnect_listeners.append(listener)
+
+    def add_ready_listener(self, listener: ReadyListener) -> None:
+        """``listener(node_id)`` runs (on the I/O thread) whenever a connection becomes ready."""
+        self._ready_listeners.append(listener)
+
+    def _tell(self, listeners: Sequence[Callable[..., None]], *args: object) -> None:
+        for listener in listeners:
+            try:
+                listener(*args)
+            except Exception:
+                log.exception("connection listener failed")
 
     def _on_state_change(
         self, conn: BrokerConnection, state: ConnectionState, error: Exception | None
@@ -423,6 +437,8 @@ class NetworkClient:
             node_state.last_error = None
             node_state.auth_error = None
             self._ready_once.add(node_id)
+            if self._ready_listeners:
+                self._tell(self._ready_listeners, node_id)
         elif state is DISCONNECTED:
             now = self.clock.monotonic_ms()
             setup_failed = node_id not in self._ready_once
@@ -450,11 +466,7 @@ class NetworkClient:
             log.debug(
                 "node %s disconnected (%r); reconnect backoff %.0f ms", node_id, error, node_state.backoff_ms
             )
-            for listener in self._disconnect_listeners:
-                try:
-                    listener(node_id, error)
-                except Exception:
-                    log.exception("disconnect listener failed")
+            self._tell(self._disconnect_listeners, node_id, error)
 
     # ------------------------------------------------------------------ requests
     def send(
