@@ -373,6 +373,26 @@ def test_a_topic_without_metadata_fails_in_the_delivery_report(mock_cluster: Moc
         p.close()
     [(err, msg)] = reports
     assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT and msg.partition() is None
+    assert "after 300 ms (max.block.ms, sparkafka's wait for a topic's metadata" in err.str()
+
+
+def test_a_record_without_metadata_names_message_timeout_when_that_is_lower(
+        mock_cluster: MockCluster, unique_topic: Callable[[str], str]) -> None:
+    """The report's text named max.block.ms, a setting a confluent-kafka user never set, also when their own
+    message.timeout.ms was the limit that failed the record."""
+    topic = unique_topic("nometa-mto")
+    mock_cluster.topic_set_error(topic, 3)
+    reports, on_delivery, _ = collect()
+    p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "message.timeout.ms": 400,
+                  "linger.ms": 5, "on_delivery": on_delivery})
+    try:
+        p.produce(topic, b"v")
+        assert p.flush(10) == 0
+    finally:
+        p.close()
+    [(err, _)] = reports
+    assert err is not None and err.code() == KafkaError._MSG_TIMED_OUT
+    assert err.str().endswith("not present in metadata after 400 ms (message.timeout.ms)"), err.str()
 
 
 def test_a_message_timeout_below_the_request_timeout_fails_the_record_on_time(

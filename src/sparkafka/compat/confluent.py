@@ -325,7 +325,7 @@ class Producer:
         self._hold: MetadataHold[tuple[Message, int]] = MetadataHold(
             self._producer._metadata, self._producer._client.wakeup, self._producer._clock,
             min(cfg.max_block_ms, cfg.delivery_timeout_ms), send=self._release, fail=self._fail_held,
-            admit=self._admit)
+            admit=self._admit, wait_setting=_hold_setting(cfg.max_block_ms, cfg.delivery_timeout_ms, sources))
         self._default_callback: DeliveryCallback | None = settings.on_delivery
         self._dr_only_error = settings.dr_only_error
         # librdkafka: queue.buffering.max.messages 0 "disables this limit"
@@ -717,6 +717,16 @@ def _close_abandoned(producer: KafkaProducer, bridge: _LoggerBridge | None) -> N
         logging.getLogger("sparkafka.compat").exception("closing an abandoned Producer failed")
     if bridge is not None:
         logging.getLogger("sparkafka").removeHandler(bridge)
+
+
+def _hold_setting(max_block_ms: int, delivery_timeout_ms: int, sources: Mapping[str, str]) -> str:
+    """The setting that bounds how long a record waits for its topic's metadata, as the user would know it:
+    ``message.timeout.ms`` (or the name it was set by) when it is the lower, else ``max.block.ms``, said to be
+    sparkafka's (a confluent-kafka user never set it)."""
+    if delivery_timeout_ms <= max_block_ms:
+        return sources.get("delivery.timeout.ms", "message.timeout.ms")
+    return ("max.block.ms, sparkafka's wait for a topic's metadata (60 s unless set); message.timeout.ms "
+            "when lower")
 
 
 def _as_bytes(data: object) -> bytes | None:

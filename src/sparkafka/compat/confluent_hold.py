@@ -50,12 +50,14 @@ class MetadataHold(Generic[R]):
 
     def __init__(self, metadata: Metadata, wakeup: Callable[[], None], clock: Clock, wait_ms: float,
                  send: Callable[[R], None], fail: Callable[[R, BaseException], None],
-                 admit: Callable[[R], None] = lambda record: None) -> None:
+                 admit: Callable[[R], None] = lambda record: None, wait_setting: str = "max.block.ms") -> None:
         self._metadata = metadata
         self._admit = admit
         self._wakeup = wakeup
         self._clock = clock
         self.wait_ms = wait_ms
+        self.wait_setting = wait_setting
+        """The setting ``wait_ms`` comes from, named in the MetadataTimeoutError of a record held that long."""
         self._send = send
         self._fail = fail
         self._cond = threading.Condition()
@@ -197,7 +199,7 @@ class MetadataHold(Generic[R]):
                 self._cond.notify_all()
         for record in expired:
             self._fail(record, errors.MetadataTimeoutError(
-                f"topic {topic!r} not present in metadata after {self.wait_ms:.0f} ms (max.block.ms)"))
+                f"topic {topic!r} not present in metadata after {self.wait_ms:.0f} ms ({self.wait_setting})"))
 
     def _fail_topic(self, topic: str, error: BaseException) -> None:
         with self._cond:
