@@ -194,3 +194,19 @@ def test_topic_in_use_stays_in_metadata(mock_target: Target) -> None:
         time.sleep(0.01)
     producer.flush(5)
     assert waits == [], f"send() had to wait for metadata {len(waits)} time(s)"
+
+
+def test_connection_count_and_metadata_age(target: Target) -> None:
+    """Java's connection-count (connections ready now) and metadata-age (seconds since the metadata in use
+    was fetched)."""
+    topic = target.topic(1)
+    producer = target.producer({"linger.ms": 0})
+    try:
+        producer.send(topic, value=b"x").result(10)
+        m = producer.metrics()
+        assert m["connection-count"] >= 1
+        assert 0 <= m["metadata-age"] < 5  # how it grows between refreshes: test_metadata.py (a manual clock)
+        assert m["request-rate"] > 0
+    finally:
+        producer.close(10)
+    assert producer.metrics()["connection-count"] == 0

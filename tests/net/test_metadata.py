@@ -133,6 +133,21 @@ def test_time_to_next_update_and_backoff() -> None:
     assert md.update_requested()
 
 
+def test_age_counts_from_the_last_successful_update() -> None:
+    """The producer's metadata-age: since the last answer (a failed refresh does not reset it), since the
+    Metadata was made before the first."""
+    clock = ManualClock()
+    md = Metadata("h:1", clock=clock)
+    clock.advance(700)
+    assert md.age_ms(clock.monotonic_ms()) == 700
+    md.update(_response({}), clock.monotonic_ms())
+    clock.advance(2500)
+    assert md.age_ms(clock.monotonic_ms()) == 2500
+    md.handle_failed_update(errors.KafkaConnectionError("x"), clock.monotonic_ms())
+    clock.advance(500)
+    assert md.age_ms(clock.monotonic_ms()) == 3000
+
+
 def test_update_builds_snapshot_and_bumps_version() -> None:
     clock = ManualClock()
     md = Metadata("h:1", clock=clock)

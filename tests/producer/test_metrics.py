@@ -52,3 +52,19 @@ def test_buffer_exhausted_and_send_errors_have_windowed_rates_too() -> None:
     assert m["record-error-total"] == 1 and m["record-error-rate"] == pytest.approx(1 / 32)
     clock.advance(120_000)
     assert metrics.snapshot()["buffer-exhausted-rate"] == 0
+
+
+def test_request_rate_counts_every_request_over_javas_windows() -> None:
+    """request-total/request-rate count the network client's requests of every API (Java's Selector sensor),
+    at the same two 30 s samples as the record rates."""
+    clock = ManualClock()
+    metrics = ProducerMetrics(clock)
+    sent = [0]
+    metrics.requests_sent = lambda: sent[0]
+    clock.advance(2000)
+    sent[0] = 6  # Metadata, InitProducerId, ... and the Produce request below
+    metrics.record_request(1, 10, 1_000, 1_000)
+    m = metrics.snapshot()
+    assert m["request-total"] == 6 and m["request-rate"] == pytest.approx(6 / 32)
+    clock.advance(600_000)
+    assert metrics.snapshot()["request-rate"] == 0

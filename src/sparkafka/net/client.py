@@ -283,6 +283,10 @@ class NetworkClient:
         conn = self._conns.get(node_id)
         return conn is not None and conn.can_send_more(self.max_in_flight)
 
+    def connection_count(self) -> int:
+        """Connections ready for requests (the producer's ``connection-count``; read from any thread)."""
+        return sum(1 for conn in list(self._conns.values()) if conn.state is READY)
+
     def in_flight_count(self, node_id: int | None = None) -> int:
         if node_id is not None:
             conn = self._conns.get(node_id)

@@ -120,6 +120,7 @@ class Metadata:
         self._version = 1
         self._last_refresh_ms = -math.inf
         self._last_success_ms = -math.inf
+        self._created_ms = clock.monotonic_ms()
         self._attempt_start_ms: float | None = None  # when the refresh now due was first attempted
         self._failed_attempts = 0
         self._topic_failures: dict[str, errors.KafkaError] = {}
@@ -195,6 +196,12 @@ class Metadata:
         if topic in self._new_topics:
             return self._request_update_for_new_topics()
         return self.request_update()
+
+    def age_ms(self, now: float) -> float:
+        """How old the metadata in use is: since the last successful update, or since this object was made
+        before the first (the producer's ``metadata-age``, in seconds there)."""
+        last = self._last_success_ms
+        return now - (last if last != -math.inf else self._created_ms)
 
     def update_requested(self) -> bool:
         return self._need_update

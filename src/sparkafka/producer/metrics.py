@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 SAMPLE_WINDOW_MS = 30_000.0
 """Java's ``metrics.sample.window.ms`` default (with ``metrics.num.samples`` 2)."""
 
-_Counts = tuple[float, float, float, float]
-"""The counters the rates are taken of: records sent, records failed, records retried, buffers exhausted."""
+_Counts = tuple[float, float, float, float, float]
+"""The counters the rates are taken of: records sent, records failed, records retried, buffers exhausted,
+requests sent."""
 
 
 class _Samples:
@@ -97,11 +98,13 @@ class ProducerMetrics:
         self.buffer_exhausted: Callable[[], int] = lambda: 0
         """How many record sends failed because ``buffer.memory`` stayed exhausted for ``max.block.ms``
         (the BufferPool's count; Java's "buffer-exhausted-records" sensor)."""
-        self._samples = _Samples(self.window_start_ms, (0.0, 0.0, 0.0, 0.0))
+        self.requests_sent: Callable[[], int] = lambda: 0
+        """Requests of every API sent so far (the network client's count; Java's Selector "request" sensor)."""
+        self._samples = _Samples(self.window_start_ms, (0.0, 0.0, 0.0, 0.0, 0.0))
 
     def _counts(self) -> _Counts:
         return (float(self.records_in_requests), float(self.records_failed + self.send_errors),
-                float(self.records_retried), float(self.buffer_exhausted()))
+                float(self.records_retried), float(self.buffer_exhausted()), float(self.requests_sent()))
 
     def _event(self) -> None:
         """A counter of ``_Counts`` is about to grow: start a new rate sample first if the current one is a
@@ -166,7 +169,8 @@ class ProducerMetrics:
 
     def snapshot(self) -> dict[str, float]:
         counts = self._counts()
-        send_rate, error_rate, retry_rate, exhausted_rate = self._samples.rates(self.clock.monotonic_ms(), counts)
+        send_rate, error_rate, retry_rate, exhausted_rate, request_rate = self._samples.rates(
+            self.clock.monotonic_ms(), counts)
         out: dict[str, float] = {
             "record-send-total": counts[0],
             "record-send-rate": send_rate,
@@ -188,6 +192,8 @@ class ProducerMetrics:
         }
         out["buffer-exhausted-total"] = counts[3]
         out["buffer-exhausted-rate"] = exhausted_rate
+        out["request-total"] = counts[4]
+        out["request-rate"] = request_rate
         for name, fn in self.gauges.items():
             out[name] = float(fn())
         return out

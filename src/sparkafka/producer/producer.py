@@ -176,9 +176,11 @@ class KafkaProducer:
             "waiting-threads": lambda: float(self._accumulator.free.queued()),
             "bufferpool-wait-ratio": lambda: float(self._accumulator.free.wait_ratio()),
             "requests-in-flight": lambda: float(self._client.in_flight_count()),
-            "request-total": lambda: float(self._client.requests_sent),  # every API, as Java's Selector counts
+            "connection-count": lambda: float(self._client.connection_count()),
+            "metadata-age": lambda: self._metadata.age_ms(self._clock.monotonic_ms()) / 1000.0,
         })
         self.metrics_registry.buffer_exhausted = lambda: self._accumulator.pool.exhausted_count
+        self.metrics_registry.requests_sent = lambda: self._client.requests_sent  # every API, as Java's Selector
         updater = MetadataUpdater(self._metadata, self._client, clock=self._clock)
         self._sender = Sender(
             client=self._client, metadata=self._metadata, metadata_updater=updater,
