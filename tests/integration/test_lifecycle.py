@@ -325,3 +325,53 @@ def test_fork_child_gets_clear_error_parent_keeps_working(target: Target) -> Non
     assert producer.send(topic, value=b"after fork").result(10).offset == 2
     records = consume_all(target.bootstrap, topic, expected_count=3, timeout=15)
     assert [r.value for r in records] == [b"before fork", b"child's own producer", b"after fork"]
+
+
+def _established(local_ports: set[int]) -> int:
+    """This machine's IPv4 TCP connections in state ESTABLISHED from one of ``local_ports`` (/proc/net/tcp)."""
+    count = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[1].split(":")[1], 16) in local_ports:
+                count += 1
+    return count
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not os.path.exists("/proc/net/tcp"), reason="needs os.fork, /proc")
+def test_a_forked_child_closes_its_copies_of_the_connections(target: Target) -> None:
+    """The child's copies of a producer's sockets were never closed (close() in the child returns at once),
+    so the parent's connections stayed up after the parent's close() for as long as a child lived (a prefork
+    server's workers). Now the fork closes them in the child, without touching the parent's connections."""
+    topic = target.topic(1)
+    producer = target.producer({"linger.ms": 0})
+    producer.send(topic, value=b"before fork").result(10)
+    ports = {c._sock.getsockname()[1] for c in producer._client._conns.values() if c._sock is not None}
+    assert _established(ports) >= 1  # the producer's own connections (their local ports)
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        code = 0
+        try:
+            if producer._client._wake_r.fileno() != -1 or any(
+                    c._sock is not None for c in producer._client._conns.values()):
+                code = 20
+            os.write(ready_w, b"1")
+            os.read(done_r, 1)  # alive until the parent has looked
+        except BaseException:
+            code = 21
+        os._exit(code)
+    try:
+        os.read(ready_r, 1)
+        assert producer.send(topic, value=b"after fork").result(10).offset == 1  # the parent's connections work
+        producer.close(10)
+        deadline = time.monotonic() + 5
+        while _established(ports) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _established(ports) == 0, "a connection outlived the parent's close() while the child lives"
+    finally:
+        os.write(done_w, b"1")
+        for fd in (ready_r, ready_w, done_r, done_w):
+            os.close(fd)
+        assert _wait_child(pid, 20) == 0

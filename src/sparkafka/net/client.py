@@ -657,6 +657,19 @@ class NetworkClient:
         self._wake_w.close()
         self._selector.close()
 
+    def release_after_fork(self) -> None:
+        """In a child made by ``fork()``: close this process's copies of the descriptors (the connections'
+        sockets, the wake-up pair, the selector's epoll) without any I/O on them. The parent's client still
+        uses the same connections and epoll instance: no shutdown, no TLS close_notify, no unregistering
+        (an EPOLL_CTL_DEL here would remove the socket from the parent's epoll too). Without it the child
+        kept them open, so a connection outlived the parent's ``close()`` while any child lived."""
+        self._closed = True
+        for conn in self._conns.values():
+            conn.release_after_fork()
+        self._wake_r.close()
+        self._wake_w.close()
+        self._selector.close()  # selectors' close(): closes the epoll descriptor, no epoll_ctl
+
     @property
     def closed(self) -> bool:
         return self._closed

@@ -981,6 +981,13 @@ class BrokerConnection:
 
         self._close(errors.KafkaConnectionError(text), make)
 
+    def release_after_fork(self) -> None:
+        """Close this process's copy of the socket (a child after ``fork()``: the parent still uses the
+        connection, so no shutdown and no TLS close_notify; ``NetworkClient.release_after_fork``)."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()  # the descriptor only (an SSLSocket's close() sends no close_notify)
+
     def close(self, reason: str = "closed by the client") -> None:
         """Close the socket and fail in-flight requests with NETWORK_EXCEPTION; idempotent."""
         if self.state is DISCONNECTED and self._sock is None:

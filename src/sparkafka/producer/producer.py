@@ -70,9 +70,16 @@ _HAND_OVER_GIL: Callable[[], None] | None = getattr(ACCEL, "hand_over_gil", None
 
 
 def _after_fork_in_child() -> None:
+    """Every producer of the parent is closed in the child (its I/O thread did not survive the fork): sends
+    raise ProducerClosedError, and the child's copies of its sockets are closed at once (no I/O: the parent
+    still uses them), so that they do not outlive the parent's close()."""
     for p in list(_live_producers):
         p._forked_from = p._owner_pid
         p._set_closing()
+        try:
+            p._client.release_after_fork()
+        except Exception:  # never fail the fork
+            log.exception("releasing a producer's connections in a forked child failed")
 
 
 if hasattr(os, "register_at_fork"):
