@@ -275,3 +275,38 @@ def test_custom_partitioner_is_configured_gets_the_record_objects_and_is_closed(
     finally:
         producer.close(5)
     assert _Recording.closed == 1
+
+
+class _FailingInterceptor:
+    def configure(self, configs: dict[str, object]) -> None:
+        raise RuntimeError("this interceptor's configure() fails")
+
+    def on_send(self, record: object) -> object:
+        return record
+
+    def on_acknowledgement(self, metadata: object, exception: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("failing", [
+    {"security.protocol": "SSL", "ssl.ca.location": "/no-such-dir/ca.pem"},  # NetworkClient's TLS context
+    {"interceptor.classes": [_FailingInterceptor]},
+])
+def test_a_constructor_that_fails_closes_the_partitioner_it_configured(failing: dict[str, object]) -> None:
+    """Java's constructor closes what it built when a later step throws (``close(Duration.ZERO, true)``); the
+    partitioner was configured and never closed, and a failure past the network client left its selector
+    and wake-up sockets open."""
+    import threading
+
+    from sparkafka.errors import ConfigError
+
+    _Recording.configured.clear()
+    _Recording.closed = 0
+    threads = threading.active_count()
+    with pytest.raises(ConfigError):
+        _producer("127.0.0.1:1", **{"partitioner.class": _Recording, **failing})
+    assert len(_Recording.configured) == 1 and _Recording.closed == 1
+    assert threading.active_count() == threads

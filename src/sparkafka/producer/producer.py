@@ -118,8 +118,30 @@ class KafkaProducer:
         self._key_ser = None if cfg.key_serializer is raw else cfg.key_serializer
         self._value_ser = None if cfg.value_serializer is raw else cfg.value_serializer
         self._partitioner: Partitioner | None = resolve_partitioner(cfg.partitioner_class, _partitioner_configs(cfg))
-        self._interceptors: ProducerInterceptors | None = resolve_interceptors(cfg.interceptor_classes,
-                                                                                _partitioner_configs(cfg))
+        self._interceptors: ProducerInterceptors | None = None
+        try:
+            self._interceptors = resolve_interceptors(cfg.interceptor_classes, _partitioner_configs(cfg))
+            self._build(cfg, compression)
+        except BaseException:
+            self._abandon_construction()
+            raise
+
+    def _abandon_construction(self) -> None:
+        """A step of the constructor failed (a TLS file that does not exist, an interceptor's configure()):
+        close what was made already, the user's partitioner and interceptors included (Java's constructor
+        closes the producer it was building, ``close(Duration.ZERO, true)``)."""
+        sender: Sender | None = getattr(self, "_sender", None)
+        thread: threading.Thread | None = getattr(self, "_io_thread", None)
+        if sender is not None and thread is not None and thread.is_alive():
+            sender.force()
+            thread.join(_FORCED_CLOSE_GRACE_S)
+        client: NetworkClient | None = getattr(self, "_client", None)
+        if client is not None:
+            client.close()
+        self._close_partitioner()
+
+    def _build(self, cfg: ProducerConfig, compression: CompressionType) -> None:
+        """The constructor past the user's partitioner and interceptors (``__init__`` closes them if this fails)."""
         self._ignore_keys = bool(cfg.partitioner_ignore_keys)
         self._max_block_ms = int(cfg.max_block_ms)
         self._max_request_size = int(cfg.max_request_size)
