@@ -936,3 +936,49 @@ def test_a_broker_lost_and_back_reaches_error_cb_per_outage(mock_cluster: MockCl
         p.close(5)
     p.poll(0)
     assert len(seen) == before
+
+
+def test_flush_returns_when_a_polling_thread_serves_the_last_reports(mock_cluster: MockCluster,
+                                                                      unique_topic: Callable[[str], str]) -> None:
+    """The usual confluent-kafka pattern: a thread polls in a loop while others produce and flush. flush()
+    waited in poll() for the next report to serve itself; when the polling thread served the last ones,
+    nothing woke it (and one shared wake-up flag lost wake-ups between two waiters): flush() without a
+    timeout hung in about half of these rounds (a race review), with len(producer) == 0."""
+    topic = unique_topic("poller")
+    mock_cluster.create_topic(topic, 1, 1)
+    mock_cluster.broker_set_rtt(1, 30)
+    hung: list[bool] = []
+    try:
+        for _ in range(8):
+            p = Producer({"bootstrap.servers": mock_cluster.bootstrap_servers, "linger.ms": 0})
+            p.produce(topic, b"warm")
+            assert p.flush(10) == 0
+            stop = threading.Event()
+
+            def poll_loop(p: Producer = p, stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    p.poll(0.5)
+
+            def trickle(p: Producer = p) -> None:
+                for _ in range(20):
+                    p.produce(topic, b"v")
+                    time.sleep(0.005)
+
+            threads = [threading.Thread(target=poll_loop, daemon=True), threading.Thread(target=trickle, daemon=True)]
+            for t in threads:
+                t.start()
+            time.sleep(0.01)
+            returned = threading.Event()
+            flusher = threading.Thread(target=lambda p=p, r=returned: (p.flush(), r.set()), daemon=True)
+            flusher.start()  # no timeout: it returns once every report is served, by whichever thread
+            hung.append(not returned.wait(4))
+            if hung[-1]:
+                p.produce(topic, b"rescue")  # a new report wakes it (the old behaviour)
+                returned.wait(10)
+            stop.set()
+            for t in (*threads, flusher):
+                t.join(5)
+            p.close(5)
+    finally:
+        mock_cluster.broker_set_rtt(1, 0)
+    assert hung == [False] * 8

@@ -278,6 +278,26 @@ def _syslog_severity(levelno: int) -> int:
     return 7
 
 
+class _Wakeup:
+    """Threads waiting in ``poll()`` / ``flush()`` for a report or an event to serve, or for the queue to empty
+    (another thread's ``poll()`` served the last report): they count themselves in ``waiters`` and wait on
+    ``cond``; whoever appends a report or event, or empties the queue, calls ``notify()`` after that, and only
+    when ``waiters`` is not 0 (read without the lock: a waiter counts itself before it looks, the notifier
+    looks after its change, so one of them sees the other). One shared flag and an Event lost wake-ups with
+    two waiting threads (a flush() next to a polling thread hung)."""
+
+    __slots__ = ("cond", "waiters")
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.waiters = 0
+
+    def notify(self) -> None:
+        if self.waiters:
+            with self.cond:
+                self.cond.notify_all()
+
+
 class _LoggerBridge(logging.Handler):
     """Passes sparkafka's log records to the ``logger`` given in the config: those whose severity is at
     or below ``log_level``, as librdkafka drops log lines above it before calling the log callback."""
@@ -339,10 +359,9 @@ class Producer:
         self._fatal_reported = False
         self._aborting = False
         """True from ``abort_transaction()`` to the next ``begin_transaction()``."""
-        self._waiting = False
-        self._wake = threading.Event()
+        self._wakeup = _Wakeup()
         if settings.error_cb is not None:  # broker connections failing or lost, as librdkafka reports them
-            TransportEvents(self._producer._client, self._producer._clock, self._events, self._wake)
+            TransportEvents(self._producer._client, self._producer._clock, self._events, self._wakeup.notify)
         self._bridge: _LoggerBridge | None = None
         if settings.logger is not None:
             self._bridge = _LoggerBridge(settings.logger, settings.log_level)
@@ -464,8 +483,8 @@ class Producer:
         error = message._error
         if error is not None and (error.fatal() or error.code() == KafkaError._AUTHENTICATION):
             self._event(error)
-        if self._waiting:
-            self._wake.set()
+        if self._wakeup.waiters:  # read after the append (see _Wakeup)
+            self._wakeup.notify()
 
     def _event(self, error: KafkaError) -> None:
         """An error for ``error_cb``: authentication failures and, once, the fatal error."""
@@ -480,32 +499,41 @@ class Producer:
         with self._lock:
             self._queued -= count
             self._queued_bytes -= size
+            empty = self._queued <= 0
+        if empty and self._wakeup.waiters:  # a flush() in another thread waits for this
+            self._wakeup.notify()
 
     # ------------------------------------------------------------------ poll and flush
     def poll(self, timeout: float | None = None) -> int:
         """Serve the delivery reports (and ``error_cb`` events) that are ready, waiting up to ``timeout``
         seconds for the first (None or -1: as long as it takes). Returns how many were served."""
         served = self._serve()
-        if served:
+        if served or timeout == 0:
             return served
-        if timeout == 0:
-            return 0
         deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
         while True:
-            self._waiting = True
-            self._wake.clear()
-            if self._reports or self._events:
-                self._waiting = False
-                return self._serve()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                self._waiting = False
+            # another thread's poll() may serve what woke this one: then wait on, up to the deadline
+            if not self._wait(deadline, lambda: bool(self._reports or self._events)):
                 return 0
-            self._wake.wait(remaining)
-            self._waiting = False
             served = self._serve()
             if served:
                 return served
+
+    def _wait(self, deadline: float | None, done: Callable[[], bool]) -> bool:
+        """Wait until ``done()`` (checked whenever a report, an event or an empty queue wakes the waiters) or
+        the monotonic ``deadline`` (None: no limit); returns ``done()``."""
+        wakeup = self._wakeup
+        with wakeup.cond:
+            wakeup.waiters += 1
+            try:
+                while not done():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    wakeup.cond.wait(remaining)
+                return True
+            finally:
+                wakeup.waiters -= 1
 
     def _serve(self) -> int:
         served = 0
@@ -550,10 +578,9 @@ class Producer:
             self._serve()
             if self._queued <= 0:
                 return 0
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return self._queued
-            self.poll(remaining)
+            # woken by a report or event to serve, or by another thread's poll() serving the last report
+            if not self._wait(deadline, lambda: bool(self._reports or self._events) or self._queued <= 0):
+                return max(0, self._queued)
 
     def __len__(self) -> int:
         """Records produced whose delivery report was not served yet."""

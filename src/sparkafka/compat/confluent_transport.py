@@ -11,14 +11,14 @@ closed itself (idle, shut down) is no failure. A login refused is left to the de
 again only after ``REPEAT_AFTER_MS`` or once the node was ready in between (a broker that stays down retries
 every ``reconnect.backoff.max.ms`` and would repeat it for ever); ``_ALL_BROKERS_DOWN`` once per outage: until
 some connection is ready again. At most ``MAX_QUEUED`` events wait for ``poll()``: a producer whose owner
-never polls queues no more than that. The listeners hold the queue and an event, not the ``Producer``, so they
+never polls queues no more than that. The listeners hold the queue and a wake-up function, not the ``Producer``, so they
 do not keep a dropped one alive.
 """
 
 from __future__ import annotations
 
 import collections
-import threading
+from collections.abc import Callable
 
 from sparkafka import errors
 from sparkafka._clock import Clock
@@ -38,7 +38,7 @@ class TransportEvents:
     """Queues ``_TRANSPORT`` / ``_ALL_BROKERS_DOWN`` errors from ``client``'s connections into ``events``."""
 
     def __init__(self, client: NetworkClient, clock: Clock, events: collections.deque[KafkaError],
-                 wake: threading.Event) -> None:
+                 wake: Callable[[], None]) -> None:
         self._client = client
         self._clock = clock
         self._events = events
@@ -78,4 +78,4 @@ class TransportEvents:
     def _queue(self, error: KafkaError) -> None:
         if len(self._events) < MAX_QUEUED:
             self._events.append(error)
-            self._wake.set()
+            self._wake()
