@@ -267,3 +267,41 @@ def test_a_coordinator_sharing_no_end_txn_version_fails_the_commit_instead_of_ha
         finally:
             producer.close(timeout=10)
         assert not producer._io_thread.is_alive()
+
+
+@pytest.mark.parametrize("path", ["append", "append_open"])  # where the commit begins
+def test_a_send_racing_commit_for_a_new_partition_fails_at_once_and_the_commit_completes(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer, monkeypatch: pytest.MonkeyPatch,
+        path: str) -> None:
+    """Another thread's commit_transaction() began between a send()'s state check and its append, for a
+    partition not yet in the transaction (a race review: 8 of 60 commits with two sending threads on
+    1,000 partitions). The partition could no longer join, so the drain held the batch back: the commit
+    waited delivery.timeout.ms for it, then failed (the record with DeliveryTimeoutError), or a later
+    transaction took it in. Now the record fails at once with IllegalStateError (Java's send() throws it
+    there) and the commit completes with the records that were in the transaction."""
+    producer.init_transactions()
+    producer.begin_transaction()
+    assert producer.send(topic, b"in", partition=0).result(10).partition == 0
+    commits = []
+    name = path
+    original = getattr(producer._accumulator, name)
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        tm = producer._tm
+        assert tm is not None
+        commits.append(tm.begin_commit())  # what commit_transaction() in another thread does first
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(producer._accumulator, name, racing)
+    future = producer.send(topic, b"raced", partition=1)
+    monkeypatch.undo()
+    with pytest.raises(errors.IllegalStateError, match="could not join the transaction"):
+        future.result(5)
+    commits[0].wait(10)  # completes: nothing of the transaction is held back
+    log = read_log(mock_cluster.bootstrap_servers, topic)
+    assert [r.value for r in committed_view(log)] == [b"in"]
+    producer.begin_transaction()  # the next transaction does not take the raced record in
+    producer.send(topic, b"next", partition=1).result(10)
+    producer.commit_transaction()
+    assert sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [
+        b"in", b"next"]

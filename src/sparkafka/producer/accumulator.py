@@ -985,15 +985,19 @@ class RecordAccumulator:
         either sent or purged; appends after it open a new batch."""
         purged: list[ProducerBatch] = []
         for pq in self._all_queues():
-            with pq.lock:
-                dq = pq.deque
-                unsent = [b for b in dq if b.drained_ms == 0.0 and not b.has_sequence()]
-                for batch in unsent:
-                    batch.abort_record_appends()
-                    _remove(dq, batch)
-            purged.extend(unsent)
+            purged.extend(_take_unsent(pq))
+        return self._fail_taken(purged, error)
+
+    def abort_unsent_of(self, tp: TopicPartition, error: BaseException) -> int:
+        """Fail ``tp``'s batches never drained nor given a sequence, as ``purge_unsent`` does for every
+        partition; returns how many records failed (a transactional partition that can no longer join the
+        transaction: ``KafkaProducer._refuse_outside_transaction``)."""
+        pq = self._queue_of(tp)
+        return self._fail_taken(_take_unsent(pq), error) if pq is not None else 0
+
+    def _fail_taken(self, batches: list[ProducerBatch], error: BaseException) -> int:
         records = 0
-        for batch in purged:
+        for batch in batches:
             records += batch.record_count
             batch.abort(error)
             self.deallocate(batch)
@@ -1200,6 +1204,19 @@ def _acquire_contended(lock: threading.Lock) -> None:
         _sleep(0)
         if lock.acquire(False):
             return
+
+
+def _take_unsent(pq: _PartitionQueue) -> list[ProducerBatch]:
+    """Take the queue's batches never drained nor given a sequence out of it, under its lock (the drain
+    takes a batch out under the same lock, so each batch is either sent or taken); appends after this
+    open a new batch."""
+    with pq.lock:
+        dq = pq.deque
+        unsent = [b for b in dq if b.drained_ms == 0.0 and not b.has_sequence()]
+        for batch in unsent:
+            batch.abort_record_appends()
+            _remove(dq, batch)
+    return unsent
 
 
 def _remove(dq: deque[ProducerBatch], batch: ProducerBatch) -> None:

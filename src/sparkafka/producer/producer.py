@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 from .. import errors
 from .._clock import SYSTEM_CLOCK, Clock, timeout_seconds, wait_seconds
 from .._topic import validate_topic_name
-from .._types import ClusterView
+from .._types import ClusterView, TopicPartition
 from ..accel import ACCEL
 from ..config import INT32_MAX, ProducerConfig
 from ..net.addresses import canonical_bootstrap_servers
@@ -426,7 +426,9 @@ class KafkaProducer:
             if fast is not None:
                 if transactional:
                     assert tm is not None
-                    tm.maybe_add_partition((topic, fast._produce_result.partition))
+                    tp = (topic, fast._produce_result.partition)
+                    if not tm.maybe_add_partition(tp):
+                        self._refuse_outside_transaction(tm, tp)
                 return fast
         # max.block.ms bounds the metadata wait and the memory wait together (as in Java)
         block_ms = max(0, int(self._max_block_ms - waited_ms)) if waited_ms else self._max_block_ms
@@ -434,12 +436,25 @@ class KafkaProducer:
                                           block_ms, self._clock.monotonic_ms(), cluster)
         if transactional:
             assert tm is not None
-            tm.maybe_add_partition((topic, result.partition))
+            if not tm.maybe_add_partition((topic, result.partition)):
+                self._refuse_outside_transaction(tm, (topic, result.partition))
         if result.batch_is_full or result.new_batch_created:
             self._client.wakeup()
         future = result.future
         assert future is not None
         return future
+
+    def _refuse_outside_transaction(self, tm: TransactionManager, tp: TopicPartition) -> None:
+        """A transactional record was appended for ``tp`` while another thread began ``commit_transaction()``
+        or ``abort_transaction()`` (after this ``send()`` checked the state): ``tp`` cannot join the
+        transaction any more, so its batches would never be drained (and a commit would wait for them until
+        delivery.timeout.ms, then fail; a later transaction might take them in). They fail now, each record's
+        future and callback with IllegalStateError (Java's send() throws it there and leaves the record to
+        expire)."""
+        self._accumulator.abort_unsent_of(tp, errors.IllegalStateError(
+            f"a record for {tp[0]}-{tp[1]} was sent while the transaction was being completed "
+            f"({tm.state.name}): its partition could not join the transaction, so it was not sent; send "
+            f"inside a transaction only, not while another thread commits or aborts it"))
 
     def send_arrow(self, topic: str | None, batch: pyarrow.RecordBatch, **columns: Any) -> ArrowSendResult:
         """Send every row of an Arrow record batch (columns ``value``, ``key``, ``topic``,
@@ -494,7 +509,8 @@ class KafkaProducer:
             tm.check_send_allowed()
             if tm.transactional_id is not None:
                 def add(partition: int) -> None:
-                    tm.maybe_add_partition((topic, partition))
+                    if not tm.maybe_add_partition((topic, partition)):
+                        self._refuse_outside_transaction(tm, (topic, partition))
         # max.block.ms bounds the whole call: the metadata wait and every wait for memory together
         deadline_ms = self._clock.monotonic_ms() + self._max_block_ms
         cluster: ClusterView = self._metadata.fetch()

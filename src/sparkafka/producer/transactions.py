@@ -497,17 +497,23 @@ class TransactionManager(IdempotenceManager):
             raise errors.IllegalStateError(
                 f"cannot send outside a transaction (state {st.value}); call begin_transaction() first")
 
-    def maybe_add_partition(self, tp: TopicPartition) -> None:
+    def maybe_add_partition(self, tp: TopicPartition) -> bool:
         """A record went to ``tp`` in this transaction: add it with AddPartitionsToTxn (once); under
-        transactions v2 its first Produce adds it on the broker, so it is part of the transaction at once."""
+        transactions v2 its first Produce adds it on the broker, so it is part of the transaction at once.
+        False: ``tp`` is not in the transaction and no longer can be (another thread began
+        ``commit_transaction()`` / ``abort_transaction()`` after this record's ``send()`` checked the state;
+        Java's ``maybeAddPartition`` throws IllegalStateException then): the drain would hold the record
+        back for ever (``KafkaProducer`` fails it)."""
         if tp in self._txn_partitions or tp in self._new_partitions or tp in self._pending_partitions:
-            return
+            return True
         with self.lock:
             if self.state is TxnState.IN_TRANSACTION:
                 if self.transaction_v2:
                     self._txn_partitions.add(tp)
                 else:
                     self._new_partitions.add(tp)
+                return True
+            return tp in self._txn_partitions or tp in self._new_partitions or tp in self._pending_partitions
 
     def is_partition_added(self, tp: TopicPartition) -> bool:
         return tp in self._txn_partitions
