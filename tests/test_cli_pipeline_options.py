@@ -26,13 +26,16 @@ def _started(*args: object, **kwargs: object) -> None:
      "--sink-id: option 'sparkafka.sink.id' must be 1-200 letters, digits, '.', '_' or '-', got 'bad/id'"),
     (["--bootstrap-servers", "garbage"], "--bootstrap-servers: 'bootstrap.servers' entries must be host:port, "
                                          "got 'garbage'"),
+    (["--input", "/nonexistent/orders.parquet"], "input '/nonexistent/orders.parquet' does not exist"),
+    (["--input", __file__], "cannot tell the format of"),
 ])
 def test_option_errors_are_found_before_the_broker_and_spark_start(
         options: list[str], says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """The topic and the sink id were checked by the sink or ``run_pipeline``, after Spark had started (an
     illegal topic ended in a 23-line PYTHON_DATA_SOURCE_ERROR, exit 1); --rows beyond a Java long reached
     Spark (NumberFormatException, exit 1); a bad --bootstrap-servers was reported as ``-X: option
-    'kafka.bootstrap.servers'``."""
+    'kafka.bootstrap.servers'``; a missing --input, or one of no known format, was found once Spark's JVM had
+    started (seconds later)."""
     cli.build_parser()  # imports every command first: sparkafka.cli.broker must not bind the stub for good
     monkeypatch.setattr(sparkafka.broker, "EmbeddedBroker", _started)
     monkeypatch.setattr(pipeline, "_spark_session", _started)

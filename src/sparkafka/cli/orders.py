@@ -95,11 +95,17 @@ def detect_format(path: str) -> str:
         "pass --format parquet|csv|json", "format")
 
 
-def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFrame:
-    """Read a Parquet, CSV (with a header row; types inferred) or JSON-lines dataset."""
+def input_format(path: str, fmt: str | None = None) -> str:
+    """The format to read ``path`` with (``fmt``, or else ``detect_format``'s); a ``ConfigError`` when a local
+    path does not exist or its format cannot be told (checked before Spark starts, and again by ``read_input``)."""
     if not os.path.exists(path) and "://" not in path:
         raise ConfigError(f"input {path!r} does not exist", "input")
-    fmt = fmt or detect_format(path)
+    return fmt or detect_format(path)
+
+
+def read_input(spark: SparkSession, path: str, fmt: str | None = None) -> DataFrame:
+    """Read a Parquet, CSV (with a header row; types inferred) or JSON-lines dataset."""
+    fmt = input_format(path, fmt)
     if fmt == "parquet":
         return spark.read.parquet(path)
     if fmt == "csv":

@@ -430,7 +430,7 @@ def format_summary(result: PipelineResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from sparkafka.broker import BrokerStartError, EmbeddedBroker
-    from sparkafka.cli.orders import MAX_ROWS
+    from sparkafka.cli.orders import MAX_ROWS, input_format
 
     try:
         producer_config = _parse_producer_config(args.producer_config)
@@ -444,6 +444,8 @@ def run(args: argparse.Namespace) -> int:
                       input_partitions=args.input_partitions, producer_config=producer_config,
                       exactly_once=args.exactly_once, sink_id=args.sink_id,
                       embedded_broker=not args.bootstrap_servers)
+        if args.input:
+            input_format(args.input, args.format)  # a missing file, found before Spark's JVM starts
         if args.summary_json:
             _check_writable(args.summary_json)
         with contextlib.ExitStack() as stack:
