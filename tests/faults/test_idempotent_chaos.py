@@ -5,7 +5,8 @@ so many Produce requests go out) sends keyed records in small paced chunks (valu
 sequence and send index, see ``faults.ledger``) while a fault thread, driven by ``random.Random(seed)``,
 pushes random runs of retriable Produce errors (6, 7, 13, 19, 20; 45 and 59 in the transactional run
 only, see ``IDENTITY_RESETS``), moves partition leaders,
-takes a broker down for a moment and adds RTT spikes (always below ``request.timeout.ms``). Then
+takes a broker down for a moment (in the transactional run never the transaction coordinator's, see
+``COORDINATOR``) and adds RTT spikes (always below ``request.timeout.ms``). Then
 ``flush()`` and ``close()`` must return within their timeouts and the topic is read back with
 confluent-kafka and checked by ``verify_records``.
 
@@ -23,7 +24,11 @@ LastStableOffset = high watermark and no aborted transactions, so a consumer ret
 records too. Instead it checks where our batches landed: each is followed, in its partition, by a marker of
 its producer id and epoch, COMMIT for a committed transaction and ABORT for an aborted one.
 confluent-kafka's read_committed view (an independent decoder) must still hold every committed
-record once and in order.
+record once and in order. Both views leave out the copies ``raw_log.mock_reappends`` lists: after answering
+a resend as a duplicate of an older batch, the mock appends the resend of the next batch again under the
+same producer id, epoch and sequence (a batch a broker deduplicates; it happens when a broker is taken down
+with two Produce requests of a partition unanswered), and the producer was told the copy's offset. A record
+written again under another identity is still a duplicate here.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from sparkafka import errors
 from sparkafka.producer.producer import KafkaProducer
 from support.consume import consume_all
 from support.mock_cluster import ApiKey, MockCluster
-from transactions.raw_log import LogBatch, committed_view, read_log
+from transactions.raw_log import LogBatch, committed_view, mock_reappends, read_log
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -59,6 +64,12 @@ earlier attempt was written with its answer lost (a broker taken down) is then w
 identity, which no broker can deduplicate. So the plain idempotent run, which asserts that no record is
 written under two identities, does not inject them; the transactional run does."""
 REQUEST_TIMEOUT_MS = 4000
+COORDINATOR = 1
+"""The transactional run's coordinator, a broker never taken down: when an InitProducerId that bumps the epoch
+(after an abort) loses its answer, the producer asks again with the same expected epoch; Kafka's coordinator
+knows that retry (its last epoch) and answers with the bumped one, the mock answers PRODUCER_FENCED
+(``rd_kafka_mock_pid_bump``), a fatal error. Coordinator loss is tested on Apache Kafka
+(``kafka_faults/test_broker_faults.py``: kill -9 of the coordinator)."""
 
 CONFIG: dict[str, Any] = {
     "acks": "all",
@@ -80,8 +91,9 @@ class Chaos:
     """The fault thread: one random fault every 20-120 ms until stopped; every change is undone at the end."""
 
     def __init__(self, cluster: MockCluster, topic: str, rng: random.Random, down: bool = True,
-                 codes: list[int] = CODES) -> None:
+                 codes: list[int] = CODES, spare: int | None = None) -> None:
         self.cluster, self.topic, self.rng, self.down, self.codes = cluster, topic, rng, down, codes
+        self.can_go_down = [b for b in range(1, BROKERS + 1) if b != spare]
         self.stop = threading.Event()
         self.log: list[str] = []
         self.errors: list[BaseException] = []
@@ -106,7 +118,7 @@ class Chaos:
                     cluster.partition_set_leader(self.topic, partition, broker)
                     self.log.append(f"leader p{partition}->{broker}")
                 elif kind == "down":
-                    broker = rng.randint(1, BROKERS)
+                    broker = rng.choice(self.can_go_down)
                     cluster.broker_set_down(broker)
                     restore.append((now + rng.uniform(0.05, 0.4), functools.partial(cluster.broker_set_up, broker)))
                     self.log.append(f"down {broker}")
@@ -139,6 +151,7 @@ def run_chaos(cluster: MockCluster, topic: str, seed: int, records: int, transac
     conf = dict(CONFIG, **{"bootstrap.servers": cluster.bootstrap_servers})
     if transactional:
         conf["transactional.id"] = f"{topic}-txn"
+        cluster.coordinator_set("transaction", conf["transactional.id"], COORDINATOR)
     producer = KafkaProducer(conf)
     ledger = Ledger(keys=97)
     committed: set[int] = set()
@@ -146,7 +159,8 @@ def run_chaos(cluster: MockCluster, topic: str, seed: int, records: int, transac
     if transactional:
         producer.init_transactions(timeout=30)
     chaos = Chaos(cluster, topic, rng, down=True,
-                  codes=CODES if transactional else [c for c in CODES if c not in IDENTITY_RESETS])
+                  codes=CODES if transactional else [c for c in CODES if c not in IDENTITY_RESETS],
+                  spare=COORDINATOR if transactional else None)
     chaos.thread.start()
     try:
         while len(ledger) < records:
@@ -176,29 +190,34 @@ def run_chaos(cluster: MockCluster, topic: str, seed: int, records: int, transac
     assert flushed < 32 and closed < 12, (flushed, closed)
     assert pending == 0, f"{pending} futures pending after flush()"
     raw: dict[int, list[LogBatch]] = {}
+    copies: dict[tuple[int, int], tuple[int, int]] = {}
     if transactional:
         # the mock answers a read_committed Fetch with LastStableOffset = high watermark and no aborted
         # transactions, so a consumer would also return aborted records: read the raw log (control batches
-        # included) and apply the read_committed rule ourselves
+        # included) and apply the read_committed rule ourselves; without the batches the mock appended
+        # twice under one identity (see the module docstring)
         raw = read_log(cluster.bootstrap_servers, topic)
-        log: list[Any] = committed_view(raw)
+        copies = mock_reappends(raw)
+        log: list[Any] = [r for r in committed_view(raw) if (r.partition, r.offset) not in copies]
     else:
         log = consume_all(cluster.bootstrap_servers, topic, timeout=30)
     only = committed.__contains__ if transactional else None
-    report = verify_records(ledger, log, only=only)
+    report = verify_records(ledger, log, only=only, offset_aliases=copies)
     independent = None
     if transactional:
         # and confluent-kafka's view (an independent decoder): every committed record, once, in order
-        consumed = consume_all(cluster.bootstrap_servers, topic, timeout=30, isolation_level="read_committed")
-        independent = verify_records(ledger, consumed, only=only)
+        consumed = [r for r in consume_all(cluster.bootstrap_servers, topic, timeout=30,
+                                           isolation_level="read_committed")
+                    if (r.partition, r.offset) not in copies]
+        independent = verify_records(ledger, consumed, only=only, offset_aliases=copies)
     return {"report": report, "independent": independent, "chaos": chaos.log, "commit_errors": commit_errors,
-            "ledger": ledger, "committed": committed, "log": log, "raw": raw,
+            "ledger": ledger, "committed": committed, "log": log, "raw": raw, "copies": copies,
             "bootstrap": cluster.bootstrap_servers, "topic": topic}
 
 
 def _check(result: dict[str, Any], transactional: bool) -> None:
     report = result["report"]
-    context = f"{report.summary()}; faults: {len(result['chaos'])}"
+    context = f"{report.summary()}; faults: {len(result['chaos'])}; mock re-appends: {len(result['copies'])}"
     assert report.pending == 0 and report.lost == 0, context + f" {report.examples}"
     assert report.offset_mismatches == 0 and report.untyped_failures == 0, context
     assert report.callback_mismatches == 0, context + f" {report.examples}"

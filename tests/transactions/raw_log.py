@@ -13,6 +13,14 @@ writes them with a zero CRC; the mock returns one batch per Fetch). ``committed_
 read_committed consumer does: records of a transactional batch are held per producer id until that
 producer's next control batch: COMMIT releases them, ABORT drops them; batches still open at the end are
 not visible; non-transactional records are visible at once.
+
+``mock_reappends`` finds the copies the mock appends of a resent batch it should have deduplicated: when a
+resend matches an older batch of its duplicate window, ``rd_kafka_mock_validate_records`` acknowledges it
+without appending but still moves its expected next sequence back to that batch's end, so the resend of the
+following batch, already written, is appended again under the same producer id, epoch and sequence (two
+Produce requests of a partition whose answers were lost when a broker went down are enough; see
+``tests/transactions/test_transactions_mock.py``). A broker keeps the metadata of each producer's last 5 batches
+per partition and answers such a resend with the first copy's offset.
 """
 
 from __future__ import annotations
@@ -26,13 +34,16 @@ from confluent_kafka.admin import AdminClient
 from sparkafka.record.reader import decode_batches
 from support.wire import RawConnection, string
 
-__all__ = ["LogBatch", "LogRecord", "committed_view", "control_markers", "read_log"]
+__all__ = ["LogBatch", "LogRecord", "committed_view", "control_markers", "mock_reappends", "read_log"]
 
 FETCH = 1
 _CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
 _LEADER_MOVING = {3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER"}
 """Fetch errors of a partition whose leadership is moving: ask the metadata for the leader again."""
 _LEADER_WAIT_S = 30.0
+BATCHES_TO_RETAIN = 5
+"""A broker deduplicates a resend that matches one of a producer's last 5 batches on the partition (Kafka's
+``ProducerStateEntry.NUM_BATCHES_TO_RETAIN``)."""
 
 
 class LeaderMoving(Exception):
@@ -182,3 +193,29 @@ def committed_view(log: dict[int, list[LogBatch]]) -> list[LogRecord]:
                 visible.extend(records)
     visible.sort(key=lambda r: (r.partition, r.offset))
     return visible
+
+
+def mock_reappends(log: dict[int, list[LogBatch]]) -> dict[tuple[int, int], tuple[int, int]]:
+    """The records of data batches the mock appended twice, as {(partition, offset of the copy): (partition,
+    offset of the same record in the first copy)}: a copy has the producer id, epoch, base sequence and the
+    very records (values) of a batch appended before it, among the last ``BATCHES_TO_RETAIN`` batches of that
+    producer id and epoch on the partition (copies not counted). A broker deduplicates exactly these;
+    records written again under another producer id, epoch or sequence, or with other contents, or a
+    resend of an older batch, are not listed."""
+    copies: dict[tuple[int, int], tuple[int, int]] = {}
+    for partition, batches in log.items():
+        recent: dict[tuple[int, int], list[LogBatch]] = {}  # (producer id, epoch) -> its last batches
+        for batch in batches:
+            if batch.is_control or batch.producer_id < 0 or batch.base_sequence < 0:
+                continue
+            mine = recent.setdefault((batch.producer_id, batch.producer_epoch), [])
+            values = [r.value for r in batch.records]
+            first = next((b for b in mine if b.base_sequence == batch.base_sequence
+                          and [r.value for r in b.records] == values), None)
+            if first is None:
+                mine.append(batch)
+                del mine[:-BATCHES_TO_RETAIN]
+                continue
+            for copy, original in zip(batch.records, first.records):
+                copies[(partition, copy.offset)] = (partition, original.offset)
+    return copies

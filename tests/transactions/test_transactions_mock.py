@@ -10,6 +10,7 @@ future ``send()`` returns, as Java's).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from sparkafka.producer.accumulator import RecordAccumulator
 from sparkafka.producer.producer import KafkaProducer
 from support.consume import consume_all
 from support.mock_cluster import ApiKey, MockCluster
-from transactions.raw_log import committed_view, control_markers, read_log
+from transactions.raw_log import LogBatch, LogRecord, committed_view, control_markers, mock_reappends, read_log
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -305,3 +306,60 @@ def test_a_send_racing_commit_for_a_new_partition_fails_at_once_and_the_commit_c
     producer.commit_transaction()
     assert sorted(r.value or b"" for r in committed_view(read_log(mock_cluster.bootstrap_servers, topic))) == [
         b"in", b"next"]
+
+
+def test_the_mock_appends_a_resent_batch_again_after_an_older_duplicate(
+        mock_cluster: MockCluster, topic: str, producer: KafkaProducer) -> None:
+    """Two Produce requests of a partition are appended, their answers lost (the broker goes down); the
+    producer resends both with the same producer id, epoch and sequences. The mock acknowledges the first
+    resend as a duplicate, which moves its expected sequence back, and appends the second again: a copy no
+    broker would write (it keeps the last 5 batches per producer and answers with the first copy's offset).
+    ``mock_reappends`` lists exactly that copy, with the offset the producer was told (the chaos test
+    leaves such copies out of the committed view). If this fails because the mock no longer appends the
+    copy, the exclusion in ``faults/test_idempotent_chaos.py`` can go."""
+    mock_cluster.partition_set_leader(topic, 0, 1)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(topic, b"r0", partition=0).get(10)  # the partition's first batch, acknowledged
+    try:
+        mock_cluster.broker_set_rtt(1, 2000)  # the mock appends at once and answers 2 s later
+        first = producer.send(topic, b"r1", partition=0)
+        time.sleep(0.2)
+        second = producer.send(topic, b"r2", partition=0)  # a second request of the partition
+        time.sleep(0.2)
+        mock_cluster.broker_set_down(1)  # both answers lost
+        time.sleep(0.3)
+    finally:
+        mock_cluster.broker_set_rtt(1, 0)
+        mock_cluster.broker_set_up(1)
+    first.get(10)
+    told = second.get(10).offset
+    producer.commit_transaction()
+
+    log = read_log(mock_cluster.bootstrap_servers, topic)
+    data = [b for b in log[0] if not b.is_control]
+    assert [(b.base_sequence, [r.value for r in b.records]) for b in data] == [
+        (0, [b"r0"]), (1, [b"r1"]), (2, [b"r2"]), (2, [b"r2"])]  # r2 appended twice, one identity
+    assert told == data[3].base_offset
+    assert mock_reappends(log) == {(0, data[3].base_offset): (0, data[2].base_offset)}
+    assert [r.value for r in committed_view(log) if (r.partition, r.offset) not in mock_reappends(log)] == [
+        b"r0", b"r1", b"r2"]
+
+
+def _batch(offset: int, sequence: int, values: list[bytes], producer_id: int = 7, epoch: int = 0) -> LogBatch:
+    records = [LogRecord(0, offset + i, v) for i, v in enumerate(values)]
+    return LogBatch(offset, offset + len(values) - 1, producer_id, epoch, sequence, True, False, -1, records)
+
+
+def test_mock_reappends_lists_only_a_resend_a_broker_deduplicates() -> None:
+    """Same producer id, epoch, sequence and records as one of the producer's last 5 batches: a copy. Records
+    written again under another sequence or epoch, with other contents, or a resend older than the last
+    5 batches are not (a real producer bug, or one a broker would refuse)."""
+    a, b = _batch(0, 0, [b"a"]), _batch(1, 1, [b"b", b"c"])
+    assert mock_reappends({0: [a, b, _batch(3, 1, [b"b", b"c"])]}) == {(0, 3): (0, 1), (0, 4): (0, 2)}
+    assert mock_reappends({0: [a, b, _batch(3, 3, [b"b", b"c"])]}) == {}  # another sequence
+    assert mock_reappends({0: [a, b, _batch(3, 1, [b"b", b"c"], epoch=1)]}) == {}  # another epoch
+    assert mock_reappends({0: [a, b, _batch(3, 1, [b"b", b"x"])]}) == {}  # other records
+    later = [_batch(1 + i, 1 + i, [b"%d" % i]) for i in range(5)]
+    assert mock_reappends({0: [a, *later, _batch(6, 0, [b"a"])]}) == {}  # 5 batches since: no longer retained
+    assert mock_reappends({0: [a, *later[:4], _batch(5, 0, [b"a"])]}) == {(0, 5): (0, 0)}
