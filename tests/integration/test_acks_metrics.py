@@ -210,3 +210,24 @@ def test_connection_count_and_metadata_age(target: Target) -> None:
     finally:
         producer.close(10)
     assert producer.metrics()["connection-count"] == 0
+
+
+def test_byte_metrics_count_what_went_over_the_wire(target: Target) -> None:
+    """Java's Selector sensors: request-size-max is the largest request (a Produce request of one 100,000-byte
+    record: its batch plus the request's headers), request-size-avg is outgoing-byte-total over
+    request-total, and incoming-byte-total grows with the answers."""
+    topic = target.topic(1)
+    producer = target.producer({"linger.ms": 0})
+    try:
+        producer.partitions_for(topic)
+        before = producer.metrics()
+        assert before["request-size-max"] < 1_000  # ApiVersions, Metadata, InitProducerId
+        producer.send(topic, value=b"v" * 100_000).result(10)
+        m = producer.metrics()
+        assert 100_000 < m["request-size-max"] < 100_000 + 300, m["request-size-max"]
+        assert m["outgoing-byte-total"] - before["outgoing-byte-total"] >= m["request-size-max"]
+        assert m["request-size-avg"] == pytest.approx(m["outgoing-byte-total"] / m["request-total"])
+        assert m["incoming-byte-total"] > before["incoming-byte-total"] > 0
+        assert m["outgoing-byte-rate"] > 0 and m["incoming-byte-rate"] > 0
+    finally:
+        producer.close(10)

@@ -54,17 +54,23 @@ def test_buffer_exhausted_and_send_errors_have_windowed_rates_too() -> None:
     assert metrics.snapshot()["buffer-exhausted-rate"] == 0
 
 
-def test_request_rate_counts_every_request_over_javas_windows() -> None:
-    """request-total/request-rate count the network client's requests of every API (Java's Selector sensor),
-    at the same two 30 s samples as the record rates."""
+def test_request_and_byte_rates_count_every_request_over_javas_windows() -> None:
+    """request-total/-rate, request-size-avg/-max and outgoing/incoming-byte-total/-rate come from the network
+    client's counts of every API (Java's Selector sensors), at the same two 30 s samples as the record
+    rates."""
     clock = ManualClock()
     metrics = ProducerMetrics(clock)
-    sent = [0]
-    metrics.requests_sent = lambda: sent[0]
     clock.advance(2000)
-    sent[0] = 6  # Metadata, InitProducerId, ... and the Produce request below
+    network = metrics.network
+    network.requests, network.bytes_sent, network.request_bytes_max = 6, 1_800, 1_100  # Metadata, ..., Produce
+    network.bytes_received = 640
     metrics.record_request(1, 10, 1_000, 1_000)
     m = metrics.snapshot()
     assert m["request-total"] == 6 and m["request-rate"] == pytest.approx(6 / 32)
+    assert m["request-size-avg"] == 300 and m["request-size-max"] == 1_100
+    assert m["outgoing-byte-total"] == 1_800 and m["outgoing-byte-rate"] == pytest.approx(1_800 / 32)
+    assert m["incoming-byte-total"] == 640 and m["incoming-byte-rate"] == pytest.approx(640 / 32)
     clock.advance(600_000)
-    assert metrics.snapshot()["request-rate"] == 0
+    m = metrics.snapshot()
+    assert m["request-rate"] == m["outgoing-byte-rate"] == m["incoming-byte-rate"] == 0
+    assert m["outgoing-byte-total"] == 1_800

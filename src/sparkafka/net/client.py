@@ -53,6 +53,7 @@ from .connection import (
     ConnectionState,
     HandshakeStep,
     IoMode,
+    NetworkStats,
     RequestBody,
 )
 from .response import ClientResponse, ResponseCallback
@@ -173,8 +174,8 @@ class NetworkClient:
         self._ready_once: set[int] = set()
         self._orphans: set[int] = set()
         self._completions: list[tuple[ResponseCallback, ClientResponse]] = []
-        self.requests_sent = 0
-        """Requests handed to a connection by ``send`` (the producer's request-total: every API, as Java's)."""
+        self.stats = NetworkStats()
+        """Requests and bytes sent and received by every connection (the producer's metrics)."""
         self._disconnect_listeners: list[DisconnectListener] = []
         self._ready_listeners: list[ReadyListener] = []
         self._next_idle_check_ms = -math.inf
@@ -337,6 +338,7 @@ class NetworkClient:
                 on_state_change=self._on_state_change,
                 ssl_context=self._ssl_context,
                 io_mode=self._io_mode,
+                stats=self.stats,
             )
             self._conns[node_id] = conn
         state = self._states.setdefault(node_id, _NodeState())
@@ -512,7 +514,6 @@ class NetworkClient:
             except errors.UnsupportedVersionError as exc:
                 self._completions.append((callback, ClientResponse(node_id, api_key, -1, -1, None, exc, 0.0)))
                 return
-        self.requests_sent += 1
         conn.send(
             api_key, version, body, callback, expect_response=expect_response, timeout_ms=timeout_ms, now=now
         )

@@ -89,6 +89,23 @@ class IoMode:
         self.keep_gil = True
 
 
+class NetworkStats:
+    """Shared by a ``NetworkClient`` and its connections: the requests of every API (handshakes included)
+    and their bytes with the size prefix, the largest request, and the bytes read; plain increments on the
+    I/O thread, read by the producer's metrics (Java's Selector sensors "bytes-sent": request-*,
+    outgoing-byte-*, request-size-*, and "bytes-received": incoming-byte-*). TLS counts the bytes before
+    encryption and after decryption, as Java's sends and receives; raw SASL tokens (SaslHandshake v0) are
+    counted as bytes, not requests."""
+
+    __slots__ = ("bytes_received", "bytes_sent", "request_bytes_max", "requests")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+        self.request_bytes_max = 0
+
+
 _TLS_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _TLS_MERGE_BYTES = 65536
 _RAW_SIZE = struct.Struct(">i")
@@ -195,9 +212,11 @@ class BrokerConnection:
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
         io_mode: IoMode | None = None,
+        stats: NetworkStats | None = None,
     ) -> None:
         self.node_id = node_id
         self._io_mode = io_mode if io_mode is not None else IoMode()
+        self._stats = stats if stats is not None else NetworkStats()
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -612,6 +631,7 @@ class BrokerConnection:
             )
         frame = _RAW_SIZE.pack(len(token)) + token
         self._queued_total += len(frame)
+        self._stats.bytes_sent += len(frame)
         self._raw_waiters.append(callback)
         self._out.append(memoryview(frame))
         self._flush()
@@ -635,6 +655,11 @@ class BrokerConnection:
             now = self._clock.monotonic_ms()
         self.last_activity_ms = now  # a write is activity too (Java's Selector: reads and writes)
         self._queued_total += size
+        stats = self._stats
+        stats.requests += 1
+        stats.bytes_sent += size
+        if size > stats.request_bytes_max:
+            stats.request_bytes_max = size
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         req = _InFlight(
             correlation_id,
@@ -774,6 +799,7 @@ class BrokerConnection:
                 return
             self.last_activity_ms = now
             got = len(data)
+            self._stats.bytes_received += got
             if self._raw_waiters or self._raw_buf:
                 data = self._feed_raw(data)
                 if self.state is DISCONNECTED or self._protocol is not protocol:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._clock import Clock
+from ..net.connection import NetworkStats
 
 if TYPE_CHECKING:
     from .producer_batch import ProducerBatch
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 SAMPLE_WINDOW_MS = 30_000.0
 """Java's ``metrics.sample.window.ms`` default (with ``metrics.num.samples`` 2)."""
 
-_Counts = tuple[float, float, float, float, float]
+_Counts = tuple[float, float, float, float, float, float, float]
 """The counters the rates are taken of: records sent, records failed, records retried, buffers exhausted,
-requests sent."""
+requests sent, bytes sent, bytes received."""
 
 
 class _Samples:
@@ -98,13 +99,16 @@ class ProducerMetrics:
         self.buffer_exhausted: Callable[[], int] = lambda: 0
         """How many record sends failed because ``buffer.memory`` stayed exhausted for ``max.block.ms``
         (the BufferPool's count; Java's "buffer-exhausted-records" sensor)."""
-        self.requests_sent: Callable[[], int] = lambda: 0
-        """Requests of every API sent so far (the network client's count; Java's Selector "request" sensor)."""
-        self._samples = _Samples(self.window_start_ms, (0.0, 0.0, 0.0, 0.0, 0.0))
+        self.network = NetworkStats()
+        """The network client's counts of requests (every API, as Java's Selector) and bytes (the producer sets
+        its client's)."""
+        self._samples = _Samples(self.window_start_ms, (0.0,) * 7)
 
     def _counts(self) -> _Counts:
+        network = self.network
         return (float(self.records_in_requests), float(self.records_failed + self.send_errors),
-                float(self.records_retried), float(self.buffer_exhausted()), float(self.requests_sent()))
+                float(self.records_retried), float(self.buffer_exhausted()), float(network.requests),
+                float(network.bytes_sent), float(network.bytes_received))
 
     def _event(self) -> None:
         """A counter of ``_Counts`` is about to grow: start a new rate sample first if the current one is a
@@ -169,7 +173,7 @@ class ProducerMetrics:
 
     def snapshot(self) -> dict[str, float]:
         counts = self._counts()
-        send_rate, error_rate, retry_rate, exhausted_rate, request_rate = self._samples.rates(
+        send_rate, error_rate, retry_rate, exhausted_rate, request_rate, out_rate, in_rate = self._samples.rates(
             self.clock.monotonic_ms(), counts)
         out: dict[str, float] = {
             "record-send-total": counts[0],
@@ -194,6 +198,12 @@ class ProducerMetrics:
         out["buffer-exhausted-rate"] = exhausted_rate
         out["request-total"] = counts[4]
         out["request-rate"] = request_rate
+        out["request-size-avg"] = counts[5] / counts[4] if counts[4] else 0.0
+        out["request-size-max"] = float(self.network.request_bytes_max)
+        out["outgoing-byte-total"] = counts[5]
+        out["outgoing-byte-rate"] = out_rate
+        out["incoming-byte-total"] = counts[6]
+        out["incoming-byte-rate"] = in_rate
         for name, fn in self.gauges.items():
             out[name] = float(fn())
         return out

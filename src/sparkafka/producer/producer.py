@@ -209,7 +209,7 @@ class KafkaProducer:
             "metadata-age": lambda: self._metadata.age_ms(self._clock.monotonic_ms()) / 1000.0,
         })
         self.metrics_registry.buffer_exhausted = lambda: self._accumulator.pool.exhausted_count
-        self.metrics_registry.requests_sent = lambda: self._client.requests_sent  # every API, as Java's Selector
+        self.metrics_registry.network = self._client.stats  # requests of every API and bytes, as Java's Selector
         updater = MetadataUpdater(self._metadata, self._client, clock=self._clock)
         self._sender = Sender(
             client=self._client, metadata=self._metadata, metadata_updater=updater,
