@@ -29,6 +29,7 @@ import contextlib
 import itertools
 import re
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -45,6 +46,7 @@ from support.endpoints import BrokerEndpoint, broker_endpoint  # noqa: E402
 from support.gateway import Certificates, make_certificates  # noqa: E402
 from support.kafka_cluster import KafkaCluster, TlsFiles  # noqa: E402
 from support.mock_cluster import MockCluster  # noqa: E402
+from support.thread_leaks import wait_for_leaks  # noqa: E402
 
 _KAFKA_FIXTURES = frozenset({"kafka", "kafka_tv1", "kafka3"})
 _BROKER_FIXTURES = frozenset({"tansu", "tansu_private", "mock_cluster", "broker"}) | _KAFKA_FIXTURES
@@ -53,6 +55,7 @@ _MARKERS = {
     "kafka": "runs against Apache Kafka started by the tests (make kafka fetches it)",
     "spark": "needs pyspark and Java",
     "faults": "fault-injection suite",
+    "leaves_threads": "the test leaves a producer's thread running on purpose (not checked by no_leaked_threads)",
 }
 
 
@@ -78,6 +81,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         params = list(callspec.params.values()) if callspec is not None else []
         if _KAFKA_FIXTURES.intersection(names) or "kafka" in params:
             item.add_marker(pytest.mark.kafka)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a test that leaves a producer's thread running (``support/thread_leaks.py``)."""
+    before = set(threading.enumerate())
+    yield
+    if request.node.get_closest_marker("leaves_threads") is None:
+        leaked = wait_for_leaks(before)
+        if leaked:
+            pytest.fail(f"the test left {len(leaked)} thread(s) running: {sorted(t.name for t in leaked)}; "
+                        "close every producer it builds (or mark it leaves_threads)", pytrace=False)
 
 
 # -- Apache Kafka ------------------------------------------------------------------------------------
