@@ -164,7 +164,7 @@ def run_chaos(cluster: MockCluster, topic: str, seed: int, records: int, transac
     chaos.thread.start()
     try:
         while len(ledger) < records:
-            start = len(ledger)
+            start, faults = len(ledger), len(chaos.log)
             if transactional:
                 producer.begin_transaction()
             ledger.send(producer, topic, min(chunk, records - start))
@@ -176,6 +176,11 @@ def run_chaos(cluster: MockCluster, topic: str, seed: int, records: int, transac
                     commit_errors.append(exc)
                     producer.abort_transaction(timeout=30)
             time.sleep(pause)
+            # at least one fault per chunk: the transactional run's 16 chunks can pass between a few faults
+            # (9 in one run of seed 29, then "the fault thread did not run")
+            deadline = time.monotonic() + 1.0
+            while len(chaos.log) == faults and time.monotonic() < deadline:
+                time.sleep(0.005)
     finally:
         chaos.finish()
     started = time.monotonic()
