@@ -26,6 +26,7 @@ _DOCUMENTED: tuple[type[errors.KafkaError], ...] = (
     errors.AuthenticationError,
     errors.BrokerError,
     errors.BufferExhaustedError,
+    errors.ClusterAuthorizationFailedError,
     errors.CommitFailedError,
     errors.ConfigError,
     errors.DeliveryTimeoutError,
