@@ -214,8 +214,9 @@ def test_connection_count_and_metadata_age(target: Target) -> None:
 
 def test_byte_metrics_count_what_went_over_the_wire(target: Target) -> None:
     """Java's Selector sensors: request-size-max is the largest request (a Produce request of one 100,000-byte
-    record: its batch plus the request's headers), request-size-avg is outgoing-byte-total over
-    request-total, and incoming-byte-total grows with the answers."""
+    record: its batch plus the request's headers), request-size-avg is the requests' bytes over request-total
+    (all written once the record is acknowledged: outgoing-byte-total, counted as the socket takes them), and
+    incoming-byte-total grows with the answers."""
     topic = target.topic(1)
     producer = target.producer({"linger.ms": 0})
     try:
@@ -226,7 +227,8 @@ def test_byte_metrics_count_what_went_over_the_wire(target: Target) -> None:
         m = producer.metrics()
         assert 100_000 < m["request-size-max"] < 100_000 + 300, m["request-size-max"]
         assert m["outgoing-byte-total"] - before["outgoing-byte-total"] >= m["request-size-max"]
-        assert m["request-size-avg"] == pytest.approx(m["outgoing-byte-total"] / m["request-total"])
+        # (a metadata refresh may be queued meanwhile: a few dozen bytes of ~100 KB)
+        assert m["request-size-avg"] == pytest.approx(m["outgoing-byte-total"] / m["request-total"], rel=0.01)
         assert m["incoming-byte-total"] > before["incoming-byte-total"] > 0
         assert m["outgoing-byte-rate"] > 0 and m["incoming-byte-rate"] > 0
     finally:

@@ -62,8 +62,8 @@ def test_request_and_byte_rates_count_every_request_over_javas_windows() -> None
     metrics = ProducerMetrics(clock)
     clock.advance(2000)
     network = metrics.network
-    network.requests, network.bytes_sent, network.request_bytes_max = 6, 1_800, 1_100  # Metadata, ..., Produce
-    network.bytes_received = 640
+    network.requests, network.request_bytes, network.request_bytes_max = 6, 1_800, 1_100  # Metadata, ..., Produce
+    network.bytes_sent, network.bytes_received = 1_800, 640
     metrics.record_request(1, 10, 1_000, 1_000)
     m = metrics.snapshot()
     assert m["request-total"] == 6 and m["request-rate"] == pytest.approx(6 / 32)

@@ -91,16 +91,17 @@ class IoMode:
 
 class NetworkStats:
     """Shared by a ``NetworkClient`` and its connections: the requests of every API (handshakes included)
-    and their bytes with the size prefix, the largest request, and the bytes read; plain increments on the
-    I/O thread, read by the producer's metrics (Java's Selector sensors "bytes-sent": request-*,
+    with their bytes and the largest (size prefix included), counted when queued; the bytes written (raw SASL tokens of
+    SaslHandshake v0 too) and read, counted as the sockets take and give them. Plain increments on the I/O
+    thread, read by the producer's metrics (Java's Selector sensors "bytes-sent": request-*,
     outgoing-byte-*, request-size-*, and "bytes-received": incoming-byte-*). TLS counts the bytes before
-    encryption and after decryption, as Java's sends and receives; raw SASL tokens (SaslHandshake v0) are
-    counted as bytes, not requests."""
+    encryption and after decryption, as Java's sends and receives."""
 
-    __slots__ = ("bytes_received", "bytes_sent", "request_bytes_max", "requests")
+    __slots__ = ("bytes_received", "bytes_sent", "request_bytes", "request_bytes_max", "requests")
 
     def __init__(self) -> None:
         self.requests = 0
+        self.request_bytes = 0
         self.bytes_sent = 0
         self.bytes_received = 0
         self.request_bytes_max = 0
@@ -631,7 +632,6 @@ class BrokerConnection:
             )
         frame = _RAW_SIZE.pack(len(token)) + token
         self._queued_total += len(frame)
-        self._stats.bytes_sent += len(frame)
         self._raw_waiters.append(callback)
         self._out.append(memoryview(frame))
         self._flush()
@@ -657,7 +657,7 @@ class BrokerConnection:
         self._queued_total += size
         stats = self._stats
         stats.requests += 1
-        stats.bytes_sent += size
+        stats.request_bytes += size
         if size > stats.request_bytes_max:
             stats.request_bytes_max = size
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
@@ -699,6 +699,7 @@ class BrokerConnection:
             self._io_failed("write", exc)
             return
         self._written_total += sent
+        self._stats.bytes_sent += sent
         if sent < size:
             self._out.append(memoryview(b"".join(pieces))[sent:])
         self._after_write()
@@ -758,6 +759,7 @@ class BrokerConnection:
             if sent <= 0:
                 break
             self._written_total += sent
+            self._stats.bytes_sent += sent
             while sent > 0:
                 head = out[0]
                 if sent >= len(head):

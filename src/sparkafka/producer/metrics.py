@@ -198,8 +198,9 @@ class ProducerMetrics:
         out["buffer-exhausted-rate"] = exhausted_rate
         out["request-total"] = counts[4]
         out["request-rate"] = request_rate
-        out["request-size-avg"] = counts[5] / counts[4] if counts[4] else 0.0
-        out["request-size-max"] = float(self.network.request_bytes_max)
+        network = self.network
+        out["request-size-avg"] = network.request_bytes / network.requests if network.requests else 0.0
+        out["request-size-max"] = float(network.request_bytes_max)
         out["outgoing-byte-total"] = counts[5]
         out["outgoing-byte-rate"] = out_rate
         out["incoming-byte-total"] = counts[6]
